@@ -1,0 +1,36 @@
+# Two commands: `make run` (the whole stack) and `make test` (the suite). Both set themselves up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PGHOST ?= 127.0.0.1
+PGUSER ?= postgres
+DATABASE ?= impo
+# Tests use their own Redis database so they never steal a running stack's wake-ups.
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run test install database lint
+
+run: install database
+	mkdir -p var
+	$(BIN)/python manage.py migrate --no-input
+	$(BIN)/python manage.py ensure_demo_user
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
+
+test: install database
+	REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest
+
+install: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+database:
+	psql -h $(PGHOST) -U $(PGUSER) -tAc "SELECT 1 FROM pg_database WHERE datname = '$(DATABASE)'" | grep -q 1 \
+		|| createdb -h $(PGHOST) -U $(PGUSER) $(DATABASE)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .

@@ -1,0 +1,132 @@
+"""ICA v1 errors: every failure leaves as `{"error": {code, message, retryable}, "requestId"}`."""
+
+import logging
+
+from django.db import DatabaseError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+
+from impo.middleware import request_id_for
+
+logger = logging.getLogger(__name__)
+
+
+class ApplicationError(Exception):
+    """A refusal the client can act on; services raise it, the API boundary renders it."""
+
+    status = 400
+    code = "invalid_request"
+    retryable = False
+
+    def __init__(
+        self, message: str, *, code: str | None = None, status: int | None = None, retryable: bool | None = None
+    ):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class InvalidRequest(ApplicationError):
+    status = 400
+    code = "invalid_request"
+
+
+class NotFound(ApplicationError):
+    """Also what another user's object looks like: existence is never revealed."""
+
+    status = 404
+    code = "not_found"
+
+    def __init__(self, message: str = "Not found."):
+        super().__init__(message)
+
+
+class Conflict(ApplicationError):
+    status = 409
+
+
+class Forbidden(ApplicationError):
+    status = 403
+
+
+class Gone(ApplicationError):
+    status = 410
+
+
+def error_body(request, code: str, message: str, retryable: bool = False) -> dict:
+    return {
+        "error": {"code": code, "message": message, "retryable": retryable},
+        "requestId": request_id_for(request),
+    }
+
+
+def _first_validation_message(detail, path: str = "") -> str:
+    """Flattens DRF's nested validation detail to the first `field: message`."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            field = key if key != "non_field_errors" else ""
+            return _first_validation_message(value, f"{path}.{field}".strip(".") if field else path)
+    if isinstance(detail, list) and detail:
+        return _first_validation_message(detail[0], path)
+    return f"{path}: {detail}" if path else str(detail)
+
+
+_DRF_CODES = {
+    drf_exceptions.NotAuthenticated: (401, "unauthorized"),
+    drf_exceptions.AuthenticationFailed: (401, "unauthorized"),
+    drf_exceptions.PermissionDenied: (403, "forbidden"),
+    drf_exceptions.NotFound: (404, "not_found"),
+    drf_exceptions.MethodNotAllowed: (405, "method_not_allowed"),
+    drf_exceptions.NotAcceptable: (406, "not_acceptable"),
+    drf_exceptions.UnsupportedMediaType: (415, "unsupported_media_type"),
+    drf_exceptions.Throttled: (429, "rate_limited"),
+}
+
+
+def ica_exception_handler(exc, context):
+    request = context["request"]
+    if isinstance(exc, ApplicationError):
+        return Response(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+    if isinstance(exc, drf_exceptions.ValidationError):
+        message = _first_validation_message(exc.detail)
+        return Response(error_body(request, "invalid_request", message), status=400)
+    if isinstance(exc, drf_exceptions.ParseError):
+        return Response(error_body(request, "invalid_request", str(exc.detail)), status=400)
+    if isinstance(exc, Http404):
+        return Response(error_body(request, "not_found", "Not found."), status=404)
+    for exc_class, (status, code) in _DRF_CODES.items():
+        if isinstance(exc, exc_class):
+            response = Response(error_body(request, code, str(exc.detail), status == 429), status=status)
+            if status == 401:
+                response["WWW-Authenticate"] = 'Bearer realm="api"'
+            return response
+    if isinstance(exc, DatabaseError):
+        # Nothing was saved (the transaction rolled back), so retrying the same command is safe.
+        logger.exception("database failure while handling %s", request.path)
+        return Response(
+            error_body(request, "service_unavailable", "The service could not save this request.", True),
+            status=503,
+        )
+    return None
+
+
+def json_not_found(request, exception=None):
+    return JsonResponse(error_body(request, "not_found", "Not found."), status=404)
+
+
+def json_server_error(request):
+    return JsonResponse(error_body(request, "internal_error", "Internal error.", True), status=500)
+
+
+def json_bad_request(request, exception=None):
+    return JsonResponse(error_body(request, "invalid_request", "Bad request."), status=400)
+
+
+def json_csrf_failure(request, reason=""):
+    return JsonResponse(error_body(request, "forbidden", f"CSRF check failed: {reason}"), status=403)

@@ -1,0 +1,64 @@
+"""Liveness (`/health`) and readiness (`/ready`: every dependency answers)."""
+
+import asyncio
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.http import JsonResponse
+from temporalio.client import Client as TemporalClient
+
+from impo.middleware import request_id_for
+
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+def health(request):
+    return JsonResponse({"status": "ok"})
+
+
+def _database_ready() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        return str(exc)
+    return None
+
+
+def _redis_ready() -> str | None:
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=READINESS_TIMEOUT_SECONDS).ping()
+    except redis.RedisError as exc:
+        return str(exc)
+    return None
+
+
+async def _connect_temporal() -> None:
+    client = await TemporalClient.connect(settings.TEMPORAL_ADDRESS, namespace=settings.TEMPORAL_NAMESPACE)
+    await client.service_client.check_health()
+
+
+def _temporal_ready() -> str | None:
+    try:
+        asyncio.run(asyncio.wait_for(_connect_temporal(), READINESS_TIMEOUT_SECONDS))
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def ready(request):
+    checks = {"database": _database_ready(), "redis": _redis_ready(), "temporal": _temporal_ready()}
+    failing = {name: problem for name, problem in checks.items() if problem is not None}
+    body = {
+        "status": "ready" if not failing else "unavailable",
+        "checks": {name: ("ok" if problem is None else "failing") for name, problem in checks.items()},
+    }
+    if failing:
+        body["error"] = {
+            "code": "not_ready",
+            "message": "; ".join(f"{name}: {problem}" for name, problem in failing.items()),
+            "retryable": True,
+        }
+        body["requestId"] = request_id_for(request)
+    return JsonResponse(body, status=200 if not failing else 503)

@@ -1,0 +1,169 @@
+"""Settings come from the environment; the defaults are safe for a local machine only."""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="impo-local-development-only")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "runtime",
+    "rebyte",
+    "tools",
+    "scheduling",
+]
+
+MIDDLEWARE = [
+    "impo.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "impo.urls"
+ASGI_APPLICATION = "impo.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/impo"),
+}
+# Connections are reused by workers; health checks drop ones the server closed.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "impo.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["impo.parsers.BoundedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "impo.errors.ica_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Impo API (ICA v1)",
+    "DESCRIPTION": "Durable agent execution: commands, submissions, history, tasks, devices, schedules.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 100, "expiry": 60},
+    },
+}
+
+# Celery is a wake-up, not the queue of record: a task may be lost or delivered twice, the
+# database lease decides who executes. acks_late + reject_on_worker_lost give a killed worker's
+# task back to the broker; prefetch 1 stops one worker hoarding wake-ups others could serve.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", default="impo")
+
+# `echo` talks to the bundled Rebyte protocol double; `rebyte` to the real service. Only the address
+# and key differ: the same HTTP client and execution path run either way.
+IMPO_RUNTIME = env("IMPO_RUNTIME", default="echo")
+if IMPO_RUNTIME not in ("echo", "rebyte"):
+    raise ImproperlyConfigured("IMPO_RUNTIME must be 'echo' or 'rebyte'")
+if IMPO_RUNTIME == "rebyte":
+    REBYTE_BASE_URL = env("REBYTE_BASE_URL")
+    REBYTE_API_KEY = env("REBYTE_API_KEY")
+else:
+    REBYTE_BASE_URL = env("REBYTE_BASE_URL", default="http://127.0.0.1:8765/v1")
+    REBYTE_API_KEY = env("REBYTE_API_KEY", default="impo-echo-local")
+TEMPORAL_ADDRESS = env("TEMPORAL_ADDRESS", default="127.0.0.1:7233")
+TEMPORAL_NAMESPACE = env("TEMPORAL_NAMESPACE", default="default")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+}
+
+# Execution: leases fence workers; the sweeper re-wakes what the broker lost.
+IMPO_RUN_LEASE_SECONDS = env.float("IMPO_RUN_LEASE_SECONDS", default=30.0)
+IMPO_RUN_MAX_ATTEMPTS = env.int("IMPO_RUN_MAX_ATTEMPTS", default=3)
+IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5.0)
+# A queued run whose last wake-up is older than this gets another (the first may have been lost).
+IMPO_REWAKE_AFTER_SECONDS = env.float("IMPO_REWAKE_AFTER_SECONDS", default=15.0)
+
+# Main Chat session rotation (DESIGN §3).
+IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)
+IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)
+IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=32_000)
+
+REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
+REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)

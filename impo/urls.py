@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from impo import health
+
+handler400 = "impo.errors.json_bad_request"
+handler404 = "impo.errors.json_not_found"
+handler500 = "impo.errors.json_server_error"
+
+urlpatterns = [
+    path("health", health.health, name="health"),
+    path("ready", health.ready, name="ready"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/v1/", include("runtime.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,128 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class IntentKind(models.TextChoices):
+    AGENT = "agent"
+    SESSION = "session"
+
+
+class IntentState(models.TextChoices):
+    INTENDED = "intended"
+    CREATED = "created"
+    PENDING_RECONCILIATION = "pending_reconciliation"
+    FAILED = "failed"
+
+
+OPEN_INTENT_STATES = (IntentState.INTENDED, IntentState.PENDING_RECONCILIATION)
+
+
+class CreationIntent(models.Model):
+    """A remote create we mean to make, committed before the request goes out.
+
+    Its id is the idempotency key and the metadata the provider is searched by, so after a lost
+    response we look up what exists instead of creating a second remote resource.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="creation_intents")
+    kind = models.CharField(max_length=16, choices=IntentKind.choices)
+    # The conversation a session is for; null for the owner's agent.
+    conversation = models.ForeignKey(
+        "runtime.Conversation", on_delete=models.CASCADE, null=True, blank=True, related_name="creation_intents"
+    )
+    state = models.CharField(max_length=32, choices=IntentState.choices, default=IntentState.INTENDED)
+    remote_id = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    resolution_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=IntentKind.values), name="rebyte_intent_kind"),
+            models.CheckConstraint(condition=Q(state__in=IntentState.values), name="rebyte_intent_state"),
+            models.CheckConstraint(
+                condition=~Q(state="created") | ~Q(remote_id=""), name="rebyte_created_intent_has_remote_id"
+            ),
+            # One open attempt at a time per resource: concurrent runs share it instead of racing.
+            models.UniqueConstraint(
+                fields=["owner"],
+                condition=Q(kind="agent", state__in=["intended", "pending_reconciliation"]),
+                name="rebyte_one_open_agent_intent",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(kind="session", state__in=["intended", "pending_reconciliation"]),
+                name="rebyte_one_open_session_intent",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} intent {self.id} ({self.state})"
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"impo-{self.kind}-{self.id}"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        metadata = {"impo_intent": str(self.id), "impo_owner": str(self.owner_id)}
+        if self.conversation_id:
+            metadata["impo_conversation"] = str(self.conversation_id)
+        return metadata
+
+
+class SavedAgent(models.Model):
+    """The owner's remote Rebyte agent (Main Chat and Tasks share it; each has its own sessions)."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_agent")
+    remote_id = models.CharField(max_length=200, unique=True)
+    intent = models.OneToOneField(CreationIntent, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.remote_id
+
+
+class SessionState(models.TextChoices):
+    CURRENT = "current"
+    HISTORICAL = "historical"
+
+
+class RemoteSession(models.Model):
+    """A remote session bound to a conversation; rotated ones stay as historical bindings."""
+
+    conversation = models.ForeignKey("runtime.Conversation", on_delete=models.CASCADE, related_name="remote_sessions")
+    saved_agent = models.ForeignKey(SavedAgent, on_delete=models.PROTECT, related_name="sessions")
+    remote_id = models.CharField(max_length=200, unique=True)
+    intent = models.OneToOneField(CreationIntent, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=16, choices=SessionState.choices, default=SessionState.CURRENT)
+    turn_count = models.PositiveIntegerField(default=0)
+    # A rough token count of everything sent and received (characters / 4).
+    context_estimate = models.PositiveIntegerField(default=0)
+    # The message range this session served, so the whole conversation stays attributable.
+    first_message_sequence = models.PositiveIntegerField(null=True, blank=True)
+    last_message_sequence = models.PositiveIntegerField(null=True, blank=True)
+    rotation_reason = models.CharField(max_length=32, blank=True)
+    last_activity_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"], condition=Q(state="current"), name="rebyte_one_current_session"
+            ),
+            models.CheckConstraint(condition=Q(state__in=SessionState.values), name="rebyte_session_state"),
+        ]
+
+    def __str__(self):
+        return f"{self.remote_id} ({self.state})"

@@ -1,0 +1,111 @@
+"""ICA v1 REST endpoints of the runtime: thin, validation at the edge, work in services."""
+
+import uuid
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from impo.serializers import StrictSerializer
+from runtime import selectors, services
+from runtime.serializers import (
+    ConversationPageQuerySerializer,
+    MessageCommandSerializer,
+    MessageReceiptSerializer,
+    TaskCreateSerializer,
+    TaskReceiptSerializer,
+)
+
+_page_parameters = [
+    OpenApiParameter("afterSequence", int, description="Return messages with a larger sequence."),
+    OpenApiParameter("limit", int, description="1 to 100 messages; 50 by default."),
+]
+_object_response = inline_serializer("JsonObject", fields={"_": serializers.JSONField(required=False)})
+
+
+def _validated(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer
+
+
+def _message_receipt(receipt: services.Receipt) -> dict:
+    return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
+
+
+def _page_of(conversation, query_params) -> dict:
+    query = _validated(ConversationPageQuerySerializer, query_params.dict()).validated_data
+    return selectors.conversation_page(conversation, after_sequence=query["afterSequence"], limit=query["limit"])
+
+
+class MainChatMessagesView(APIView):
+    @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
+    def post(self, request):
+        command = _validated(MessageCommandSerializer, request.data).to_command()
+        receipt = services.submit_main_chat_message(owner=request.user, command=command)
+        return Response(_message_receipt(receipt), status=202)
+
+
+class MainChatConversationView(APIView):
+    @extend_schema(parameters=_page_parameters, responses={200: _object_response})
+    def get(self, request):
+        conversation = services.ensure_main_conversation(request.user)
+        return Response(_page_of(conversation, request.query_params))
+
+
+class TasksView(APIView):
+    @extend_schema(responses={200: _object_response})
+    def get(self, request):
+        return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
+
+    @extend_schema(request=TaskCreateSerializer, responses={202: TaskReceiptSerializer})
+    def post(self, request):
+        serializer = _validated(TaskCreateSerializer, request.data)
+        receipt = services.create_task(
+            owner=request.user, command=serializer.to_command(), title=serializer.validated_data.get("title")
+        )
+        return Response(
+            {
+                "taskId": str(receipt.task_id),
+                "conversationId": str(receipt.conversation_id),
+                **_message_receipt(receipt),
+            },
+            status=202,
+        )
+
+
+class TaskMessagesView(APIView):
+    @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
+    def post(self, request, task_id: uuid.UUID):
+        command = _validated(MessageCommandSerializer, request.data).to_command()
+        receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
+        return Response(_message_receipt(receipt), status=202)
+
+
+class TaskConversationView(APIView):
+    @extend_schema(parameters=_page_parameters, responses={200: _object_response})
+    def get(self, request, task_id: uuid.UUID):
+        task = selectors.task_for_owner(request.user, task_id)
+        return Response(
+            {"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, request.query_params)}
+        )
+
+
+class SubmissionView(APIView):
+    @extend_schema(responses={200: _object_response})
+    def get(self, request, submission_id: uuid.UUID):
+        submission = selectors.submission_for_owner(request.user, submission_id)
+        return Response(selectors.submission_to_wire(submission))
+
+
+class EmptyBodySerializer(StrictSerializer):
+    """`{}`: the cancel command carries nothing, and anything else is a client mistake."""
+
+
+class SubmissionCancelView(APIView):
+    @extend_schema(request=EmptyBodySerializer, responses={200: _object_response})
+    def post(self, request, submission_id: uuid.UUID):
+        _validated(EmptyBodySerializer, request.data)
+        services.request_cancel(owner=request.user, submission_id=submission_id)
+        return Response(selectors.submission_to_wire(selectors.submission_for_owner(request.user, submission_id)))

@@ -1,0 +1,95 @@
+"""The conversation websocket: replay from the event log, then live events, with no gap or duplicate.
+
+The live push is only a hint (channels-redis drops messages when a channel is full), so the
+consumer trusts the database: any gap in `seq`, and a periodic check, re-read the log.
+"""
+
+import asyncio
+import contextlib
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from runtime import selectors, subscribers
+from runtime.outbound import conversation_group
+
+CATCH_UP_INTERVAL_SECONDS = 5.0
+
+
+class ConversationConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        after = _after_parameter(self.scope)
+        if user is None or not user.is_authenticated or after is None:
+            await self.close()
+            return
+        if not await database_sync_to_async(selectors.owns_conversation)(user, conversation_id):
+            await self.close()
+            return
+        self.conversation_id = conversation_id
+        self.last_sent_seq = after
+        self.subscriber_id = subscribers.new_subscriber_id()
+        self.watched_submissions: set[str] = set()
+        self.send_lock = asyncio.Lock()
+        # Join the group before reading the log: an event committed during the replay then
+        # arrives live and is skipped or sent by its seq, so nothing falls between the two.
+        await self.channel_layer.group_add(conversation_group(conversation_id), self.channel_name)
+        await self.accept()
+        await self._catch_up()
+        self.periodic_catch_up = asyncio.create_task(self._catch_up_periodically())
+
+    async def disconnect(self, code):
+        if not hasattr(self, "periodic_catch_up"):
+            return
+        self.periodic_catch_up.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.periodic_catch_up
+        await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
+        for submission_id in self.watched_submissions:
+            await asyncio.to_thread(subscribers.remove, submission_id, self.subscriber_id)
+
+    async def receive_json(self, content, **kwargs):
+        """Clients only listen; commands go through REST, where they are validated and made durable."""
+
+    async def conversation_event(self, message):
+        event = message["event"]
+        async with self.send_lock:
+            if event["seq"] == self.last_sent_seq + 1:
+                await self.send_json(event)
+                self.last_sent_seq = event["seq"]
+                return
+        if event["seq"] > self.last_sent_seq:
+            await self._catch_up()
+
+    async def _catch_up(self):
+        async with self.send_lock:
+            while True:
+                batch = await database_sync_to_async(selectors.events_after)(self.conversation_id, self.last_sent_seq)
+                for event in batch:
+                    await self.send_json(event)
+                    self.last_sent_seq = event["seq"]
+                if len(batch) < selectors.EVENT_BATCH_SIZE:
+                    return
+
+    async def _catch_up_periodically(self):
+        while True:
+            await asyncio.sleep(CATCH_UP_INTERVAL_SECONDS)
+            await self._catch_up()
+            await self._refresh_subscriptions()
+
+    async def _refresh_subscriptions(self):
+        active = await database_sync_to_async(selectors.active_submission_ids)(self.conversation_id)
+        for submission_id in active:
+            await asyncio.to_thread(subscribers.refresh, submission_id, self.subscriber_id)
+        self.watched_submissions |= active
+
+
+def _after_parameter(scope) -> int | None:
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after", ["0"])
+    try:
+        after = int(values[0])
+    except ValueError:
+        return None
+    return after if after >= 0 else None

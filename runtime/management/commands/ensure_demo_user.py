@@ -1,0 +1,23 @@
+import environ
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from rest_framework.authtoken.models import Token
+
+env = environ.Env()
+
+
+class Command(BaseCommand):
+    help = "Creates the local demo account (if missing) and prints its API token."
+
+    def handle(self, *args, **options):
+        username = env("IMPO_DEMO_USERNAME", default="demo")
+        password = env("IMPO_DEMO_PASSWORD", default="impo-demo-password")
+        user, created = get_user_model().objects.get_or_create(
+            username=username, defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password(password)
+            user.save()
+        token, _ = Token.objects.get_or_create(user=user)
+        self.stdout.write(f"demo user: {username} / {password if created else '(unchanged password)'}")
+        self.stdout.write(f"API token: {token.key}")

@@ -1,0 +1,245 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class ConversationKind(models.TextChoices):
+    MAIN_CHAT = "main_chat"
+    TASK = "task"
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    kind = models.CharField(max_length=16, choices=ConversationKind.choices)
+    title = models.CharField(max_length=120, blank=True)
+    # Counters allocated under this row's lock, in the same transaction as the rows that use them,
+    # so a rolled-back insert never leaves a hole in either sequence.
+    last_event_seq = models.PositiveBigIntegerField(default=0)
+    last_message_sequence = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"], condition=Q(kind="main_chat"), name="runtime_one_main_chat_per_owner"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=ConversationKind.values), name="runtime_conversation_kind"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.id} of {self.owner_id}"
+
+
+class Task(models.Model):
+    """A unit of background work with its own conversation (and, later, its own remote session)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tasks")
+    conversation = models.OneToOneField(Conversation, on_delete=models.CASCADE, related_name="task")
+    title = models.CharField(max_length=120)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-created_at"], name="runtime_task_owner_recent")]
+
+    def __str__(self):
+        return self.title
+
+
+class MessageRole(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class MessageStatus(models.TextChoices):
+    PENDING = "pending"
+    STREAMING = "streaming"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Message(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    sequence = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    text = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=MessageStatus.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["conversation", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "sequence"], name="runtime_message_sequence_unique"),
+            models.CheckConstraint(condition=Q(sequence__gte=1), name="runtime_message_sequence_positive"),
+            models.CheckConstraint(condition=Q(role__in=MessageRole.values), name="runtime_message_role"),
+            models.CheckConstraint(condition=Q(status__in=MessageStatus.values), name="runtime_message_status"),
+        ]
+
+    def __str__(self):
+        return f"{self.role} #{self.sequence}"
+
+
+class Submission(models.Model):
+    """A client's command, as accepted: immutable once saved. Its execution state lives on Run."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submissions")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="submissions")
+    client_message_id = models.CharField(max_length=256)
+    # SHA-256 of the canonical command (target + body): a replay must match it to get the receipt.
+    request_fingerprint = models.CharField(max_length=64)
+    user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
+    assistant_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
+    device_id = models.UUIDField(null=True, blank=True)
+    client_context = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "client_message_id"], name="runtime_submission_client_id"),
+        ]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="runtime_submission_conv")]
+
+    def __str__(self):
+        return f"submission {self.id}"
+
+
+class RunState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_DEVICE = "waiting_device"
+    PENDING_RECONCILIATION = "pending_reconciliation"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RUN_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
+ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
+# States in which a worker holds the run under a lease.
+LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)
+
+# Every legal edge. A lease that expires puts a running run back to queued for the next claim.
+_RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.FAILED}),
+    RunState.RUNNING: frozenset(
+        {RunState.QUEUED, RunState.WAITING_DEVICE, RunState.PENDING_RECONCILIATION, *TERMINAL_RUN_STATES}
+    ),
+    RunState.WAITING_DEVICE: frozenset(
+        {RunState.RUNNING, RunState.QUEUED, RunState.PENDING_RECONCILIATION, *TERMINAL_RUN_STATES}
+    ),
+    RunState.PENDING_RECONCILIATION: frozenset({RunState.QUEUED, *TERMINAL_RUN_STATES}),
+    RunState.COMPLETED: frozenset(),
+    RunState.FAILED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+class Run(models.Model):
+    """The execution of one submission, claimed by one worker at a time under a fenced lease."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    submission = models.OneToOneField(Submission, on_delete=models.CASCADE, related_name="run")
+    state = models.CharField(max_length=32, choices=RunState.choices, default=RunState.QUEUED)
+    # Bumped on every client-visible change, so clients can tell a stale read from a fresh one.
+    version = models.PositiveIntegerField(default=1)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The fencing token: every worker write is conditional on the generation it claimed with.
+    lease_generation = models.PositiveBigIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    error_retryable = models.BooleanField(default=False)
+    last_woken_at = models.DateTimeField(null=True, blank=True)
+    # Provider binding: the session the turn went to, the turn, and the last provider event applied
+    # (saved in the same transaction as that event's projection, so a resumed stream never repeats).
+    remote_session = models.ForeignKey(
+        "rebyte.RemoteSession", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
+    )
+    turn_requested_at = models.DateTimeField(null=True, blank=True)
+    remote_turn_id = models.CharField(max_length=200, blank=True)
+    provider_cursor = models.PositiveBigIntegerField(default=0)
+    # Why a run waits for reconciliation, when it does: the creation it waits for, or its own turn.
+    pending_intent = models.ForeignKey(
+        "rebyte.CreationIntent", on_delete=models.SET_NULL, null=True, blank=True, related_name="waiting_runs"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=RunState.values), name="runtime_run_state"),
+            models.CheckConstraint(
+                condition=~Q(state="running") | Q(lease_expires_at__isnull=False),
+                name="runtime_running_run_has_lease",
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "lease_expires_at"], name="runtime_run_claimable")]
+
+    def __str__(self):
+        return f"run {self.id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_RUN_STATES
+
+    def transition_to(self, new_state: str) -> None:
+        """The single gate for state changes; the caller saves."""
+        if new_state not in _RUN_TRANSITIONS[self.state]:
+            raise IllegalTransition(f"run {self.id}: {self.state} -> {new_state}")
+        self.state = new_state
+        self.version += 1
+
+
+class EventType(models.TextChoices):
+    SUBMISSION_ACCEPTED = "submission.accepted"
+    RUN_STARTED = "run.started"
+    TEXT_DELTA = "text.delta"
+    MESSAGE_COMPLETED = "message.completed"
+    TOOL_REQUESTED = "tool.requested"
+    TOOL_ACCEPTED = "tool.accepted"
+    TOOL_COMPLETED = "tool.completed"
+    TOOL_UNCERTAIN = "tool.uncertain"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+    RUN_PENDING_RECONCILIATION = "run.pending_reconciliation"
+
+
+class Event(models.Model):
+    """The projection log: what a client sees, in `seq` order per conversation, with no gaps."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=40, choices=EventType.choices)
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="runtime_event_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="runtime_event_seq_positive"),
+            models.CheckConstraint(condition=Q(type__in=EventType.values), name="runtime_event_type"),
+        ]
+        indexes = [models.Index(fields=["submission", "seq"], name="runtime_event_submission")]
+
+    def __str__(self):
+        return f"{self.type} #{self.seq}"

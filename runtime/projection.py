@@ -1,0 +1,14 @@
+"""Wire shapes of persisted state, shared by REST, the websocket and the live push."""
+
+from runtime.models import Event
+
+
+def event_to_wire(event: Event) -> dict:
+    return {
+        "seq": event.seq,
+        "type": event.type,
+        "conversationId": str(event.conversation_id),
+        "submissionId": str(event.submission_id) if event.submission_id else None,
+        "payload": event.payload,
+        "createdAt": event.created_at.isoformat(),
+    }

@@ -1,0 +1,178 @@
+"""Read paths of the runtime, shaped for the ICA v1 wire format. Every read is scoped to an owner."""
+
+import uuid
+
+from django.db.models import Count, OuterRef, Q, Subquery
+
+from impo.errors import NotFound
+from runtime import subscribers
+from runtime.models import (
+    ACTIVE_RUN_STATES,
+    Conversation,
+    ConversationKind,
+    Event,
+    EventType,
+    Message,
+    Run,
+    RunState,
+    Submission,
+    Task,
+)
+from runtime.projection import event_to_wire
+
+RESULT_EVENT_TYPES = (EventType.MESSAGE_COMPLETED, EventType.TOOL_COMPLETED)
+
+_TASK_STATUS_BY_RUN_STATE = {
+    RunState.QUEUED: "queued",
+    RunState.RUNNING: "in_progress",
+    RunState.WAITING_DEVICE: "in_progress",
+    RunState.PENDING_RECONCILIATION: "in_progress",
+    RunState.COMPLETED: "completed",
+    RunState.FAILED: "failed",
+    RunState.CANCELLED: "cancelled",
+}
+
+
+def submission_for_owner(owner, submission_id: uuid.UUID) -> Submission:
+    submission = (
+        Submission.objects.filter(id=submission_id, owner=owner)
+        .select_related("run", "conversation__task")
+        .annotate(result_count=Count("events", filter=Q(events__type__in=RESULT_EVENT_TYPES)))
+        .first()
+    )
+    if submission is None:
+        raise NotFound("No such submission.")
+    return submission
+
+
+def submission_to_wire(submission: Submission) -> dict:
+    run = submission.run
+    task = getattr(submission.conversation, "task", None)
+    return {
+        "submissionId": str(submission.id),
+        "messageId": str(submission.assistant_message_id),
+        "userMessageId": str(submission.user_message_id),
+        "conversationId": str(submission.conversation_id),
+        "taskId": str(task.id) if task else None,
+        "status": run.state,
+        "resultCount": submission.result_count,
+        "subscriberCount": subscribers.count([submission.id])[str(submission.id)],
+        "version": run.version,
+        "cancelRequested": run.cancel_requested_at is not None,
+        "attempts": run.attempts,
+        "error": (
+            {"code": run.error_code, "message": run.error_message, "retryable": run.error_retryable}
+            if run.error_code
+            else None
+        ),
+        "createdAt": submission.created_at.isoformat(),
+        "updatedAt": run.updated_at.isoformat(),
+    }
+
+
+def main_conversation_for_owner(owner) -> Conversation | None:
+    return Conversation.objects.filter(owner=owner, kind=ConversationKind.MAIN_CHAT).first()
+
+
+def conversation_page(conversation: Conversation, *, after_sequence: int, limit: int) -> dict:
+    messages = list(
+        Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[: limit + 1]
+    )
+    has_more = len(messages) > limit
+    messages = messages[:limit]
+    active_runs = (
+        Run.objects.filter(submission__conversation=conversation, state__in=ACTIVE_RUN_STATES)
+        .select_related("submission")
+        .order_by("created_at")
+    )
+    return {
+        "conversationId": str(conversation.id),
+        "messages": [_message_to_wire(message) for message in messages],
+        "activeSubmissions": [
+            {
+                "submissionId": str(run.submission_id),
+                "messageId": str(run.submission.assistant_message_id),
+                "status": run.state,
+            }
+            for run in active_runs
+        ],
+        "hasMore": has_more,
+        "nextAfterSequence": messages[-1].sequence if messages else after_sequence,
+        "lastEventSeq": conversation.last_event_seq,
+    }
+
+
+def _message_to_wire(message: Message) -> dict:
+    return {
+        "id": str(message.id),
+        "role": message.role,
+        "sequence": message.sequence,
+        "text": message.text,
+        "status": message.status,
+        "createdAt": message.created_at.isoformat(),
+    }
+
+
+def _latest_run(field: str):
+    return Subquery(
+        Run.objects.filter(submission__conversation=OuterRef("conversation")).order_by("-created_at").values(field)[:1]
+    )
+
+
+def _tasks_with_latest_run():
+    return Task.objects.annotate(
+        latest_run_state=_latest_run("state"),
+        latest_run_started_at=_latest_run("started_at"),
+        latest_run_finished_at=_latest_run("finished_at"),
+        latest_run_updated_at=_latest_run("updated_at"),
+    )
+
+
+def tasks_for_owner(owner) -> list[Task]:
+    return list(_tasks_with_latest_run().filter(owner=owner).order_by("-created_at"))
+
+
+def task_for_owner(owner, task_id: uuid.UUID) -> Task:
+    task = _tasks_with_latest_run().filter(owner=owner, id=task_id).select_related("conversation").first()
+    if task is None:
+        raise NotFound("No such task.")
+    return task
+
+
+def task_to_wire(task: Task) -> dict:
+    return {
+        "taskId": str(task.id),
+        "conversationId": str(task.conversation_id),
+        "title": task.title,
+        "status": _TASK_STATUS_BY_RUN_STATE[task.latest_run_state],
+        "createdAt": task.created_at.isoformat(),
+        "updatedAt": max(task.updated_at, task.latest_run_updated_at).isoformat(),
+        "lastRunStartedAt": task.latest_run_started_at.isoformat() if task.latest_run_started_at else None,
+        "lastRunCompletedAt": task.latest_run_finished_at.isoformat() if task.latest_run_finished_at else None,
+    }
+
+
+EVENT_BATCH_SIZE = 500
+
+
+def owns_conversation(owner, conversation_id) -> bool:
+    return Conversation.objects.filter(id=conversation_id, owner=owner).exists()
+
+
+def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE) -> list[dict]:
+    events = Event.objects.filter(conversation_id=conversation_id, seq__gt=after_seq).order_by("seq")[:limit]
+    return [event_to_wire(event) for event in events]
+
+
+def active_submission_ids(conversation_id) -> set[str]:
+    runs = Run.objects.filter(submission__conversation_id=conversation_id, state__in=ACTIVE_RUN_STATES)
+    return {str(submission_id) for submission_id in runs.values_list("submission_id", flat=True)}
+
+
+def submission_events_after(submission_id, after_seq: int) -> list[dict]:
+    events = Event.objects.filter(submission_id=submission_id, seq__gt=after_seq).order_by("seq")
+    return [event_to_wire(event) for event in events]
+
+
+def run_state_of(submission_id) -> str:
+    return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)

@@ -1,0 +1,62 @@
+"""Boundary validation for runtime commands (ICA v1 §2 input rules)."""
+
+import zoneinfo
+
+from rest_framework import serializers
+
+from impo.serializers import CleanTextField, StrictSerializer
+from runtime.services import TASK_TITLE_MAX, MessageCommand
+
+MESSAGE_TEXT_MAX = 32_768
+TASK_FIRST_MESSAGE_MAX = 4_000
+CLIENT_MESSAGE_ID_MAX = 256
+
+
+class ClientContextSerializer(StrictSerializer):
+    timeZone = serializers.CharField(required=False, allow_null=True, max_length=64)
+    currentDate = serializers.CharField(required=False, allow_null=True, max_length=64)
+
+    def validate_timeZone(self, value):
+        if value is None:
+            return value
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise serializers.ValidationError("Must be an IANA time zone name.") from exc
+        return value
+
+
+class MessageCommandSerializer(StrictSerializer):
+    clientMessageId = CleanTextField(max_length=CLIENT_MESSAGE_ID_MAX)
+    text = CleanTextField(max_length=MESSAGE_TEXT_MAX)
+    deviceId = serializers.UUIDField(required=False, allow_null=True)
+    clientContext = ClientContextSerializer(required=False, allow_null=True)
+
+    def to_command(self) -> MessageCommand:
+        data = self.validated_data
+        return MessageCommand(
+            client_message_id=data["clientMessageId"],
+            text=data["text"],
+            device_id=data.get("deviceId"),
+            client_context=dict(data.get("clientContext") or {}),
+        )
+
+
+class TaskCreateSerializer(MessageCommandSerializer):
+    text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
+    title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
+
+
+class ConversationPageQuerySerializer(StrictSerializer):
+    afterSequence = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
+
+
+class MessageReceiptSerializer(serializers.Serializer):
+    messageId = serializers.UUIDField()
+    submissionId = serializers.UUIDField()
+
+
+class TaskReceiptSerializer(MessageReceiptSerializer):
+    taskId = serializers.UUIDField()
+    conversationId = serializers.UUIDField()

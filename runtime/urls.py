@@ -1,0 +1,14 @@
+from django.urls import path
+
+from runtime import api, streams
+
+urlpatterns = [
+    path("conversation/messages", api.MainChatMessagesView.as_view(), name="main-chat-messages"),
+    path("conversation", api.MainChatConversationView.as_view(), name="main-chat-conversation"),
+    path("tasks", api.TasksView.as_view(), name="tasks"),
+    path("tasks/<uuid:task_id>/messages", api.TaskMessagesView.as_view(), name="task-messages"),
+    path("tasks/<uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),
+    path("submissions/<uuid:submission_id>", api.SubmissionView.as_view(), name="submission"),
+    path("submissions/<uuid:submission_id>/cancel", api.SubmissionCancelView.as_view(), name="submission-cancel"),
+    path("submissions/<uuid:submission_id>/stream", streams.submission_stream, name="submission-stream"),
+]

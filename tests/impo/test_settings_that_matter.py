@@ -1,0 +1,30 @@
+"""Celery and Channels read settings by name; a misspelled one is silently ignored, so pin them."""
+
+from django.conf import settings
+
+from impo.celery import app
+
+
+def test_celery_acknowledges_late_and_returns_tasks_of_killed_workers():
+    assert app.conf.task_acks_late is True
+    assert app.conf.task_reject_on_worker_lost is True
+    assert app.conf.worker_prefetch_multiplier == 1
+
+
+def test_celery_uses_the_redis_broker_from_the_settings():
+    assert app.conf.broker_url == settings.REDIS_URL
+    assert app.conf.task_default_queue == settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def test_channels_uses_redis_with_the_capacity_the_gap_check_assumes():
+    layer = settings.CHANNEL_LAYERS["default"]
+    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert layer["CONFIG"]["capacity"] == 100
+
+
+def test_requests_run_without_atomic_requests_so_services_can_be_durable():
+    assert settings.DATABASES["default"].get("ATOMIC_REQUESTS", False) is False
+
+
+def test_json_bodies_are_capped_at_64_kib():
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE == 65_536

@@ -1,0 +1,215 @@
+"""Real service processes for tests: started on free loopback ports, waited for, always stopped."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = Path(os.environ.get("IMPO_TEST_LOG_DIR", tempfile.gettempdir())) / "impo-test-logs"
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, interval: float = 0.05, what: str = "condition"):
+    """Polls until `condition()` is truthy and returns its value; fails loudly at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class ServiceProcess:
+    """One child process with its output in a log file, in its own process group."""
+
+    def __init__(self, name: str, argv: list[str], *, env: dict | None = None):
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.log_path = LOG_DIR / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: no cleanup, exactly like a machine losing the worker."""
+        if self.alive:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.alive:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+def start_temporal_dev_server() -> tuple[ServiceProcess, str]:
+    port = free_port()
+    database = Path(tempfile.mkdtemp(prefix="impo-temporal-")) / "temporal.db"
+    server = ServiceProcess(
+        "temporal",
+        [
+            str(VENV_BIN / "temporal"),
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(free_port()),
+            "--http-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--db-filename",
+            str(database),
+            "--log-level",
+            "warn",
+        ],
+    )
+    wait_until(lambda: port_open(port), timeout=60, what="the Temporal dev server")
+    return server, f"127.0.0.1:{port}"
+
+
+class RebyteDouble(ServiceProcess):
+    """A `python -m rebyte.double` child process and its unauthenticated admin knobs."""
+
+    def __init__(self, *extra_args: str):
+        import httpx
+
+        port = free_port()
+        super().__init__("rebyte-double", [sys.executable, "-m", "rebyte.double", "--port", str(port), *extra_args])
+        self.url = f"http://127.0.0.1:{port}"
+        self.api_url = f"{self.url}/v1"
+        self.admin = httpx.Client(base_url=self.url, timeout=5)
+        wait_until(self._healthy, timeout=15, what=f"the Rebyte double (log: {self.log_path})")
+
+    def _healthy(self) -> bool:
+        import httpx
+
+        if not self.alive:
+            raise RuntimeError(f"the Rebyte double exited; see {self.log_path}")
+        try:
+            return self.admin.get("/_double/health").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self, timeout: float = 10) -> None:
+        self.admin.close()
+        super().stop(timeout)
+
+    def client(self, **kwargs):
+        from rebyte.client import RebyteClient
+
+        return RebyteClient(self.api_url, kwargs.pop("api_key", "test-key"), timeout=5, **kwargs)
+
+    def reset(self) -> None:
+        self.admin.post("/_double/reset").raise_for_status()
+
+    def fault(self, op: str, mode: str, **options) -> None:
+        self.admin.post("/_double/faults", json={"op": op, "mode": mode, **options}).raise_for_status()
+
+    def configure(self, **knobs) -> None:
+        self.admin.post("/_double/config", json=knobs).raise_for_status()
+
+    def state(self) -> dict:
+        return self.admin.get("/_double/state").raise_for_status().json()
+
+
+class Stack:
+    """Worker and sweeper processes wired to the test database, the test Redis and a Rebyte double."""
+
+    LEASE_SECONDS = 3
+
+    def __init__(self, *, database_name: str, double: RebyteDouble, redis_url: str):
+        self.double = double
+        self.env = {
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database_name}",
+            "REDIS_URL": redis_url,
+            "IMPO_RUNTIME": "echo",
+            "REBYTE_BASE_URL": double.api_url,
+            "IMPO_RUN_LEASE_SECONDS": str(self.LEASE_SECONDS),
+            "IMPO_REWAKE_AFTER_SECONDS": "1",
+            "IMPO_SWEEP_INTERVAL_SECONDS": "0.3",
+        }
+        self.processes: list[ServiceProcess] = []
+
+    def start_worker(self, name: str = "worker") -> ServiceProcess:
+        worker = ServiceProcess(
+            name,
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "impo",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "1",
+                "-n",
+                f"{name}-{free_port()}@%h",
+                "--without-mingle",
+                "--without-gossip",
+                "-l",
+                "info",
+            ],
+            env=self.env,
+        )
+        self.processes.append(worker)
+        wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {name} (log: {worker.log_path})")
+        return worker
+
+    def start_sweeper(self) -> ServiceProcess:
+        sweeper = ServiceProcess(
+            "sweeper", [sys.executable, "manage.py", "run_sweeper", "--interval", "0.3"], env=self.env
+        )
+        self.processes.append(sweeper)
+        return sweeper
+
+    @staticmethod
+    def _ready(worker: ServiceProcess) -> bool:
+        if not worker.alive:
+            raise RuntimeError(f"{worker.name} exited:\n{worker.log_text()[-3000:]}")
+        return " ready." in worker.log_text()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()

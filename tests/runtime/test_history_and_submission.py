@@ -1,0 +1,73 @@
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def post_message(api, client_message_id, text="hello"):
+    return api.post(
+        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
+    ).json()
+
+
+def test_an_empty_main_chat_has_a_conversation_and_no_messages(api):
+    body = api.get("/api/v1/conversation").json()
+
+    assert body["messages"] == []
+    assert body["activeSubmissions"] == []
+    assert body["hasMore"] is False
+    assert body["nextAfterSequence"] == 0
+    assert body["conversationId"]
+
+
+def test_history_lists_messages_in_order_with_the_active_submission(api):
+    receipt = post_message(api, "m-1", "first")
+
+    body = api.get("/api/v1/conversation").json()
+
+    assert [(m["role"], m["sequence"], m["text"], m["status"]) for m in body["messages"]] == [
+        ("user", 1, "first", "completed"),
+        ("assistant", 2, "", "pending"),
+    ]
+    assert body["messages"][0]["id"] == receipt["messageId"]
+    assert body["activeSubmissions"] == [
+        {"submissionId": receipt["submissionId"], "messageId": body["messages"][1]["id"], "status": "queued"}
+    ]
+
+
+def test_history_pages_forward_from_after_sequence(api):
+    for index in range(3):
+        post_message(api, f"m-{index}", f"text {index}")
+
+    first = api.get("/api/v1/conversation?afterSequence=0&limit=4").json()
+    rest = api.get(f"/api/v1/conversation?afterSequence={first['nextAfterSequence']}&limit=4").json()
+
+    assert [m["sequence"] for m in first["messages"]] == [1, 2, 3, 4]
+    assert first["hasMore"] is True
+    assert [m["sequence"] for m in rest["messages"]] == [5, 6]
+    assert rest["hasMore"] is False
+    assert rest["nextAfterSequence"] == 6
+
+
+def test_a_submission_reports_the_ica_shape(api):
+    receipt = post_message(api, "m-1")
+
+    body = api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()
+
+    assert body["submissionId"] == receipt["submissionId"]
+    assert body["messageId"] != receipt["messageId"]
+    assert body["userMessageId"] == receipt["messageId"]
+    assert body["status"] == "queued"
+    assert body["resultCount"] == 0
+    assert body["subscriberCount"] == 0
+    assert body["version"] == 1
+    assert body["cancelRequested"] is False
+    assert body["error"] is None
+
+
+def test_the_openapi_schema_describes_the_command_routes(api):
+    response = api.get("/api/schema/", HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    assert "/api/v1/conversation/messages" in paths
+    assert "/api/v1/tasks/{task_id}/messages" in paths

@@ -1,0 +1,126 @@
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from runtime.models import Message, Submission
+
+pytestmark = pytest.mark.django_db
+
+MESSAGES = "/api/v1/conversation/messages"
+
+
+def assert_invalid(response, fragment=""):
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"]["code"] == "invalid_request"
+    assert body["error"]["retryable"] is False
+    assert fragment in body["error"]["message"]
+    assert body["requestId"] == response["X-Request-Id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": "", "text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": "   ", "text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": "a" * 257, "text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": "a\x00b", "text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": 42, "text": "hi"}, "clientMessageId"),
+        ({"clientMessageId": "m"}, "text"),
+        ({"clientMessageId": "m", "text": ""}, "text"),
+        ({"clientMessageId": "m", "text": " \n\t"}, "text"),
+        ({"clientMessageId": "m", "text": "a\x00"}, "text"),
+        ({"clientMessageId": "m", "text": "x" * 32_769}, "text"),
+        ({"clientMessageId": "m", "text": ["hi"]}, "text"),
+        ({"clientMessageId": "m", "text": "hi", "surprise": 1}, "surprise"),
+        ({"clientMessageId": "m", "text": "hi", "deviceId": "not-a-uuid"}, "deviceId"),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": {"timeZone": "Mars/Olympus"}}, "timeZone"),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": {"locale": "en"}}, "locale"),
+    ],
+)
+def test_invalid_message_bodies_are_refused_and_save_nothing(api, body, fragment):
+    assert_invalid(api.post(MESSAGES, body, format="json"), fragment)
+    assert Submission.objects.count() == 0
+    assert Message.objects.count() == 0
+
+
+def test_text_at_the_limit_is_accepted(api):
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "x" * 32_768}, format="json")
+
+    assert response.status_code == 202
+
+
+def test_a_task_first_message_over_4000_characters_is_refused(api):
+    assert_invalid(api.post("/api/v1/tasks", {"clientMessageId": "t", "text": "x" * 4001}, format="json"), "text")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b"[1, 2]", b'"text"', b'{"clientMessageId": "m", "text": NaN}', b"\xff\xfe"],
+)
+def test_malformed_json_is_an_invalid_request(api, raw):
+    assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"))
+
+
+def test_a_body_over_64_kib_is_an_invalid_request(api):
+    raw = json.dumps({"clientMessageId": "m", "text": "x" * 70_000}).encode()
+
+    assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"), "exceeds")
+
+
+def test_a_non_json_content_type_is_refused_with_an_ica_error(api):
+    response = api.generic(
+        "POST", MESSAGES, b"clientMessageId=m&text=hi", content_type="application/x-www-form-urlencoded"
+    )
+
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=abc", "afterSequence=-1", "afterSequence=x"])
+def test_out_of_range_history_parameters_are_refused(api, query):
+    assert_invalid(api.get(f"/api/v1/conversation?{query}"))
+
+
+def test_a_request_without_a_token_is_unauthorized():
+    response = APIClient().post(MESSAGES, {"clientMessageId": "m", "text": "hi"}, format="json")
+
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+    assert Submission.objects.count() == 0
+
+
+def test_a_request_with_an_unknown_token_is_unauthorized():
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer 0123456789abcdef")
+
+    response = client.get("/api/v1/conversation")
+
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_every_response_carries_a_request_id_and_echoes_a_sane_one(api):
+    fresh = api.get("/api/v1/tasks")
+    echoed = api.get("/api/v1/tasks", HTTP_X_REQUEST_ID="client-req-1")
+    hostile = api.get("/api/v1/tasks", HTTP_X_REQUEST_ID="bad id\r\nx")
+
+    assert len(fresh["X-Request-Id"]) == 36
+    assert echoed["X-Request-Id"] == "client-req-1"
+    assert hostile["X-Request-Id"] != "bad id\r\nx"
+
+
+def test_an_unknown_api_path_is_a_not_found_error_body(api):
+    response = api.get("/api/v1/nothing-here")
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_wrong_method_is_refused_with_an_ica_error(api):
+    response = api.delete(MESSAGES)
+
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"

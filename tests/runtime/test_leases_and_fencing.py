@@ -1,0 +1,96 @@
+"""Lease claims and fenced writes, exercised directly on the database (no provider involved)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from runtime import services
+from runtime.models import Event, EventType, IllegalTransition, Run, RunState
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queued_run(api):
+    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    return Run.objects.get(submission_id=receipt["submissionId"])
+
+
+def expire_lease(run):
+    Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_a_claim_takes_a_lease_bumps_the_generation_and_announces_the_start(queued_run):
+    lease = services.claim_run(queued_run.id, "worker-a")
+
+    run = Run.objects.get(id=queued_run.id)
+    assert (run.state, run.lease_owner, run.lease_generation, run.attempts) == ("running", "worker-a", 1, 1)
+    assert run.lease_expires_at > timezone.now()
+    assert lease.generation == 1
+    assert Event.objects.filter(submission=run.submission, type=EventType.RUN_STARTED).count() == 1
+
+
+def test_a_run_under_a_live_lease_cannot_be_claimed_again(queued_run):
+    services.claim_run(queued_run.id, "worker-a")
+
+    assert services.claim_run(queued_run.id, "worker-b") is None
+    assert Run.objects.get(id=queued_run.id).lease_owner == "worker-a"
+
+
+def test_a_stale_workers_late_write_is_rejected_after_a_takeover(queued_run):
+    stale = services.claim_run(queued_run.id, "worker-a")
+    expire_lease(queued_run)
+    successor = services.claim_run(queued_run.id, "worker-b")
+
+    with pytest.raises(services.LeaseLost):
+        services.apply_text_delta(stale, cursor=5, part_id="text-1", delta="stale words")
+    services.apply_text_delta(successor, cursor=2, part_id="text-1", delta="fresh words")
+
+    run = Run.objects.select_related("submission__assistant_message").get(id=queued_run.id)
+    assert run.submission.assistant_message.text == "fresh words"
+    assert run.provider_cursor == 2
+    deltas = Event.objects.filter(type=EventType.TEXT_DELTA).values_list("payload__delta", flat=True)
+    assert list(deltas) == ["fresh words"]
+
+
+def test_a_stale_worker_cannot_finish_a_run_it_no_longer_holds(queued_run):
+    stale = services.claim_run(queued_run.id, "worker-a")
+    expire_lease(queued_run)
+    services.claim_run(queued_run.id, "worker-b")
+
+    with pytest.raises(services.LeaseLost):
+        services.finish_run(stale, RunState.COMPLETED, cursor=9)
+    assert Run.objects.get(id=queued_run.id).state == RunState.RUNNING
+
+
+def test_a_run_fails_visibly_once_its_attempts_are_used_up(queued_run, settings):
+    for attempt in range(settings.IMPO_RUN_MAX_ATTEMPTS):
+        assert services.claim_run(queued_run.id, f"worker-{attempt}") is not None
+        expire_lease(queued_run)
+
+    assert services.claim_run(queued_run.id, "worker-last") is None
+
+    run = Run.objects.select_related("submission__assistant_message").get(id=queued_run.id)
+    assert run.state == RunState.FAILED
+    assert run.error_code == "max_attempts_exceeded"
+    assert run.submission.assistant_message.status == "failed"
+    assert Event.objects.filter(type=EventType.RUN_FAILED).count() == 1
+
+
+def test_the_sweeper_re_wakes_expired_leases_and_stale_queued_runs(queued_run, settings):
+    settings.IMPO_REWAKE_AFTER_SECONDS = 0
+    assert services.sweep_runs().rewoken == 1
+
+    services.claim_run(queued_run.id, "worker-a")
+    expire_lease(queued_run)
+
+    assert services.sweep_runs().expired_leases == 1
+
+
+def test_a_finished_run_refuses_to_start_again():
+    run = Run(state=RunState.COMPLETED)
+
+    with pytest.raises(IllegalTransition):
+        run.transition_to(RunState.RUNNING)
+    assert run.state == RunState.COMPLETED

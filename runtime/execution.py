@@ -1,0 +1,165 @@
+"""Drives one run against the provider, from claim to a terminal state, under a fenced lease.
+
+Provider I/O happens outside transactions; every effect of it is written through a fenced service
+call, together with the provider cursor it came from, so a successor resumes exactly where the last
+committed write stopped.
+"""
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from rebyte import client as rebyte
+from rebyte.provider import provider_client
+from rebyte.services import RemoteCreationFailed, RemoteCreationPending, ensure_current_session
+from runtime import services
+from runtime.models import Run, RunState
+
+logger = logging.getLogger(__name__)
+
+STREAM_RESUMES_PER_ATTEMPT = 5
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class _Heartbeat:
+    """Keeps the lease alive while the provider is slow; notices when it has been taken over."""
+
+    def __init__(self, lease: services.Lease):
+        self._lease = lease
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{lease.run_id}", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise services.LeaseLost(f"run {self._lease.run_id}: heartbeat found the lease taken over")
+
+    def _beat(self):
+        interval = settings.IMPO_RUN_LEASE_SECONDS / 3
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    services.heartbeat(self._lease)
+                except services.LeaseLost:
+                    self.lost.set()
+                    return
+        finally:
+            connection.close()
+
+
+def execute_run(run_id, worker_id: str) -> None:
+    lease = services.claim_run(run_id, worker_id)
+    if lease is None:
+        return
+    with provider_client() as client, _Heartbeat(lease) as heartbeat:
+        try:
+            _drive(lease, client, heartbeat)
+        except services.LeaseLost as exc:
+            logger.warning("stopping: %s", exc)
+        except RemoteCreationPending as exc:
+            services.await_reconciliation(lease, intent_id=exc.intent.id, reason=str(exc))
+        except RemoteCreationFailed as exc:
+            services.finish_run(lease, RunState.FAILED, error=("provider_rejected", str(exc), False))
+        except (rebyte.RebyteRetryableError, rebyte.RebyteAmbiguousOutcome) as exc:
+            logger.warning("run %s: provider unavailable, released for retry: %s", run_id, exc)
+            services.release_run(lease, reason=f"provider unavailable: {exc}")
+        except rebyte.RebyteError as exc:
+            services.finish_run(lease, RunState.FAILED, error=("provider_error", str(exc), False))
+
+
+def _drive(lease: services.Lease, client: rebyte.RebyteClient, heartbeat: _Heartbeat) -> None:
+    run = Run.objects.select_related(
+        "submission__conversation__owner", "submission__user_message", "remote_session"
+    ).get(id=lease.run_id)
+    turn_id = run.remote_turn_id or _start_turn(lease, run, client)
+    cursor = run.provider_cursor
+    for _ in range(STREAM_RESUMES_PER_ATTEMPT):
+        try:
+            for event in client.iter_turn_events(turn_id, after=cursor):
+                heartbeat.check()
+                _apply(lease, run, event)
+                cursor = event.sequence
+                if event.terminal:
+                    return
+        except rebyte.RebyteStreamInterrupted as exc:
+            logger.info("run %s: turn stream interrupted at %s; resuming", run.id, exc.last_sequence)
+    raise rebyte.RebyteRetryableError(
+        f"turn {turn_id} stream kept breaking ({STREAM_RESUMES_PER_ATTEMPT} resumes)", operation="turn_events"
+    )
+
+
+def _start_turn(lease: services.Lease, run: Run, client: rebyte.RebyteClient) -> str:
+    """Creates the run's one remote turn, or finds the one an earlier attempt created."""
+    session = run.remote_session
+    text = run.submission.user_message.text
+    turn = None
+    if session is None:
+        session = ensure_current_session(run.submission.conversation, client, now=timezone.now())
+        services.bind_turn_intent(lease, session.id)
+    elif run.turn_requested_at is not None:
+        turn = _find_turn(client, session.remote_id, run)
+    if turn is None:
+        try:
+            turn = _create_turn(client, session.remote_id, run)
+        except rebyte.RebyteAmbiguousOutcome:
+            # Nothing under this run's id means the create never took effect; the same
+            # idempotency key makes one more try safe. A second ambiguity ends the attempt, and
+            # the next one looks the turn up first (turn_requested_at is saved).
+            turn = _find_turn(client, session.remote_id, run) or _create_turn(client, session.remote_id, run)
+    if services.bind_turn(lease, turn.id, input_characters=len(text)):
+        client.cancel_turn(turn.id)  # cancelled while the turn was being created
+    return turn.id
+
+
+def _create_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn:
+    return client.create_turn(
+        session_remote_id, run.submission.user_message.text, [], {"impo_run_id": str(run.id)}, f"impo-run-{run.id}"
+    )
+
+
+def _find_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn | None:
+    found = client.find_turns(session_remote_id, {"impo_run_id": str(run.id)})
+    return found[0] if found else None
+
+
+def cancel_remote_turn(run_id) -> None:
+    """Asks the provider to stop a run's turn; the run's own stream then records the outcome."""
+    run = Run.objects.get(id=run_id)
+    if run.is_terminal or not run.remote_turn_id:
+        return
+    with provider_client() as client:
+        client.cancel_turn(run.remote_turn_id)
+
+
+def _apply(lease: services.Lease, run: Run, event: rebyte.TurnEvent) -> None:
+    if isinstance(event, rebyte.TextDelta):
+        services.apply_text_delta(lease, cursor=event.sequence, part_id=f"text-{event.item_id}", delta=event.delta)
+    elif isinstance(event, rebyte.MessageCompleted):
+        services.apply_message_completed(lease, cursor=event.sequence, part_id=f"text-{event.item_id}", text=event.text)
+    elif isinstance(event, rebyte.TurnCompleted):
+        services.finish_run(lease, RunState.COMPLETED, cursor=event.sequence)
+    elif isinstance(event, rebyte.TurnFailed):
+        services.finish_run(
+            lease, RunState.FAILED, cursor=event.sequence, error=(event.error.code, event.error.message, False)
+        )
+    elif isinstance(event, rebyte.TurnCancelled):
+        services.finish_run(lease, RunState.CANCELLED, cursor=event.sequence)
+    else:
+        services.advance_cursor(lease, cursor=event.sequence)

@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from django.utils import timezone
 from rebyte import client as rebyte
 from rebyte.provider import provider_client
 from rebyte.services import RemoteCreationFailed, RemoteCreationPending, ensure_current_session
-from runtime import services
+from runtime import selectors, services
 from runtime.models import Run, RunState
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,13 @@ def worker_identity() -> str:
 
 
 class _Heartbeat:
-    """Keeps the lease alive while the provider is slow; notices when it has been taken over."""
+    """Keeps the lease alive while the provider is slow, notices a takeover, and relays cancellation.
+
+    Runs beside the stream reader so that a long wait (a slow tool, a quiet agent) neither lets the
+    lease lapse nor delays a cancel until the next provider event.
+    """
+
+    CANCEL_CHECK_SECONDS = 0.5
 
     def __init__(self, lease: services.Lease):
         self._lease = lease
@@ -53,15 +60,31 @@ class _Heartbeat:
 
     def _beat(self):
         interval = settings.IMPO_RUN_LEASE_SECONDS / 3
+        next_beat = time.monotonic() + interval
+        cancel_relayed = False
         try:
-            while not self._stop.wait(interval):
-                try:
+            while not self._stop.wait(min(self.CANCEL_CHECK_SECONDS, interval)):
+                if time.monotonic() >= next_beat:
                     services.heartbeat(self._lease)
-                except services.LeaseLost:
-                    self.lost.set()
-                    return
+                    next_beat = time.monotonic() + interval
+                if not cancel_relayed:
+                    cancel_relayed = self._relay_cancel()
+        except services.LeaseLost:
+            self.lost.set()
         finally:
             connection.close()
+
+    def _relay_cancel(self) -> bool:
+        turn_id = selectors.turn_to_cancel(self._lease.run_id)
+        if not turn_id:
+            return False
+        try:
+            with provider_client() as client:
+                client.cancel_turn(turn_id)
+        except rebyte.RebyteError as exc:
+            logger.warning("run %s: cancelling turn %s failed, will retry: %s", self._lease.run_id, turn_id, exc)
+            return False
+        return True
 
 
 def execute_run(run_id, worker_id: str) -> None:
@@ -123,8 +146,7 @@ def _start_turn(lease: services.Lease, run: Run, client: rebyte.RebyteClient) ->
             # idempotency key makes one more try safe. A second ambiguity ends the attempt, and
             # the next one looks the turn up first (turn_requested_at is saved).
             turn = _find_turn(client, session.remote_id, run) or _create_turn(client, session.remote_id, run)
-    if services.bind_turn(lease, turn.id, input_characters=len(text)):
-        client.cancel_turn(turn.id)  # cancelled while the turn was being created
+    services.bind_turn(lease, turn.id, input_characters=len(text))
     return turn.id
 
 
@@ -137,15 +159,6 @@ def _create_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) 
 def _find_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn | None:
     found = client.find_turns(session_remote_id, {"impo_run_id": str(run.id)})
     return found[0] if found else None
-
-
-def cancel_remote_turn(run_id) -> None:
-    """Asks the provider to stop a run's turn; the run's own stream then records the outcome."""
-    run = Run.objects.get(id=run_id)
-    if run.is_terminal or not run.remote_turn_id:
-        return
-    with provider_client() as client:
-        client.cancel_turn(run.remote_turn_id)
 
 
 def _apply(lease: services.Lease, run: Run, event: rebyte.TurnEvent) -> None:

@@ -22,12 +22,6 @@ def wake_run(run_id) -> None:
     send_after_commit(lambda: execute_run.delay(str(run_id)))
 
 
-def cancel_remote_turn(run_id) -> None:
-    from runtime.tasks import cancel_remote_turn
-
-    send_after_commit(lambda: cancel_remote_turn.delay(str(run_id)))
-
-
 def publish_events(conversation_id, wire_events: list[dict]) -> None:
     if not wire_events:
         return

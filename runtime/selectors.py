@@ -176,3 +176,13 @@ def submission_events_after(submission_id, after_seq: int) -> list[dict]:
 
 def run_state_of(submission_id) -> str:
     return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)
+
+
+def turn_to_cancel(run_id) -> str:
+    """The remote turn of a run whose owner asked to cancel it, or '' when there is nothing to relay."""
+    return (
+        Run.objects.filter(id=run_id, cancel_requested_at__isnull=False, state__in=ACTIVE_RUN_STATES)
+        .values_list("remote_turn_id", flat=True)
+        .first()
+        or ""
+    )

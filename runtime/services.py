@@ -19,7 +19,6 @@ from django.utils import timezone
 from impo.errors import Conflict, NotFound
 from runtime import outbound
 from runtime.models import (
-    ACTIVE_RUN_STATES,
     LEASED_RUN_STATES,
     Conversation,
     ConversationKind,
@@ -354,8 +353,7 @@ def bind_turn_intent(lease: Lease, remote_session_id: int) -> None:
         run.turn_requested_at = timezone.now()
 
 
-def bind_turn(lease: Lease, remote_turn_id: str, *, input_characters: int) -> bool:
-    """Saves the remote turn id; returns whether a cancellation arrived before the turn existed."""
+def bind_turn(lease: Lease, remote_turn_id: str, *, input_characters: int) -> None:
     from rebyte.services import record_session_activity  # rebyte's models point back at runtime's
 
     with fenced(lease) as run:
@@ -367,7 +365,6 @@ def bind_turn(lease: Lease, remote_turn_id: str, *, input_characters: int) -> bo
             now=timezone.now(),
             new_turn=True,
         )
-        return run.cancel_requested_at is not None
 
 
 def apply_text_delta(lease: Lease, *, cursor: int, part_id: str, delta: str) -> None:
@@ -483,9 +480,9 @@ def _finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = 
 def request_cancel(*, owner, submission_id) -> None:
     """Records the owner's cancellation; a run not yet at the provider is cancelled on the spot.
 
-    Idempotent, and a finished run stays as it finished. A run with a remote turn is cancelled by
-    asking the provider to stop the turn; its stream then reports the outcome, which may still be
-    `completed` if the turn finished first.
+    Idempotent, and a finished run stays as it finished. For a run with a remote turn, the worker
+    holding it relays the request to the provider (a successor does, if that worker died); the
+    turn's stream then reports the outcome, which is `completed` if the turn finished first.
     """
     with transaction.atomic(durable=True):
         run = (
@@ -503,9 +500,6 @@ def request_cancel(*, owner, submission_id) -> None:
         run.version += 1
         if not run.remote_turn_id and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
             _finish(run, RunState.CANCELLED, now=now)
-        elif run.remote_turn_id:
-            run.last_woken_at = now
-            outbound.cancel_remote_turn(run.id)
         run.save()
 
 
@@ -516,7 +510,6 @@ def request_cancel(*, owner, submission_id) -> None:
 class SweepReport:
     rewoken: int
     expired_leases: int
-    cancels_resent: int
 
 
 SWEEP_BATCH = 200
@@ -543,19 +536,10 @@ def sweep_runs() -> SweepReport:
             .order_by("lease_expires_at")
             .values_list("id", flat=True)[:SWEEP_BATCH]
         )
-        # A cancellation whose provider call was lost is asked again (cancelling a turn is idempotent).
-        cancelling = list(
-            Run.objects.select_for_update(skip_locked=True)
-            .filter(state__in=ACTIVE_RUN_STATES, cancel_requested_at__isnull=False, last_woken_at__lt=stale_wake)
-            .exclude(remote_turn_id="")
-            .values_list("id", flat=True)[:SWEEP_BATCH]
-        )
-        Run.objects.filter(id__in=queued + expired + cancelling).update(last_woken_at=now)
+        Run.objects.filter(id__in=queued + expired).update(last_woken_at=now)
         for run_id in queued + expired:
             outbound.wake_run(run_id)
-        for run_id in cancelling:
-            outbound.cancel_remote_turn(run_id)
-    return SweepReport(rewoken=len(queued), expired_leases=len(expired), cancels_resent=len(cancelling))
+    return SweepReport(rewoken=len(queued), expired_leases=len(expired))
 
 
 def resume_reconciled_runs() -> int:

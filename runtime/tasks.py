@@ -7,8 +7,3 @@ from runtime import execution
 def execute_run(run_id: str) -> None:
     # A wake-up only: the run's lease, not this message, decides whether this worker executes it.
     execution.execute_run(run_id, execution.worker_identity())
-
-
-@shared_task(name="runtime.cancel_remote_turn")
-def cancel_remote_turn(run_id: str) -> None:
-    execution.cancel_remote_turn(run_id)

@@ -213,3 +213,16 @@ class Stack:
     def stop(self) -> None:
         for process in self.processes:
             process.stop()
+
+
+def start_web(stack: "Stack") -> tuple[ServiceProcess, str]:
+    """daphne serving the ASGI app (HTTP + websockets) with the stack's environment."""
+    port = free_port()
+    web = ServiceProcess(
+        "daphne",
+        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "impo.asgi:application"],
+        env=stack.env,
+    )
+    stack.processes.append(web)
+    wait_until(lambda: port_open(port), timeout=30, what=f"daphne (log: {web.log_path})")
+    return web, f"http://127.0.0.1:{port}"

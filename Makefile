@@ -8,7 +8,7 @@ DATABASE ?= impo
 # Tests use their own Redis database so they never steal a running stack's wake-ups.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test install database lint
+.PHONY: run test install database browser lint
 
 run: install database
 	mkdir -p var
@@ -16,7 +16,7 @@ run: install database
 	$(BIN)/python manage.py ensure_demo_user
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
-test: install database
+test: install database browser
 	REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest
 
 install: $(BIN)/.installed
@@ -26,6 +26,13 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+# The browser test drives Debian's Chromium; the stream test parses with the AI SDK's own reader.
+browser: tests/js/node_modules/.package-lock.json
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+tests/js/node_modules/.package-lock.json: tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 
 database:
 	psql -h $(PGHOST) -U $(PGUSER) -tAc "SELECT 1 FROM pg_database WHERE datname = '$(DATABASE)'" | grep -q 1 \

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "impo.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -83,7 +84,11 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Only a deployment that runs collectstatic needs a root; locally WhiteNoise serves from the apps.
+STATIC_ROOT = env.path("DJANGO_STATIC_ROOT", default=None)
+# daphne serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
@@ -159,6 +164,8 @@ IMPO_RUN_MAX_ATTEMPTS = env.int("IMPO_RUN_MAX_ATTEMPTS", default=3)
 IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5.0)
 # A queued run whose last wake-up is older than this gets another (the first may have been lost).
 IMPO_REWAKE_AFTER_SECONDS = env.float("IMPO_REWAKE_AFTER_SECONDS", default=15.0)
+# How long a device has to claim and answer a device tool call before its outcome counts as uncertain.
+IMPO_DEVICE_TOOL_TIMEOUT_SECONDS = env.float("IMPO_DEVICE_TOOL_TIMEOUT_SECONDS", default=60.0)
 
 # Main Chat session rotation (DESIGN §3).
 IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)

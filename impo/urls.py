@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("runtime.urls")),
     path("admin/", admin.site.urls),
+    path("", include("runtime.web_urls")),
 ]

@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Q, Subquery
 
 from impo.errors import NotFound
@@ -75,16 +76,29 @@ def main_conversation_for_owner(owner) -> Conversation | None:
 
 
 def conversation_page(conversation: Conversation, *, after_sequence: int, limit: int) -> dict:
-    messages = list(
-        Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[: limit + 1]
-    )
+    """A page of history plus `lastEventSeq`, consistent with each other.
+
+    A client renders the messages, then subscribes to events after `lastEventSeq`, so no delta may
+    be in both (doubled text) or in neither (lost text). Every writer changes messages and then
+    bumps the conversation's seq in one transaction; holding a share lock on the conversation row
+    while reading keeps any writer from committing halfway through this read.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT last_event_seq FROM runtime_conversation WHERE id = %s FOR SHARE", [conversation.id])
+            (last_event_seq,) = cursor.fetchone()
+        messages = list(
+            Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[
+                : limit + 1
+            ]
+        )
+        active_runs = list(
+            Run.objects.filter(submission__conversation=conversation, state__in=ACTIVE_RUN_STATES)
+            .select_related("submission")
+            .order_by("created_at")
+        )
     has_more = len(messages) > limit
     messages = messages[:limit]
-    active_runs = (
-        Run.objects.filter(submission__conversation=conversation, state__in=ACTIVE_RUN_STATES)
-        .select_related("submission")
-        .order_by("created_at")
-    )
     return {
         "conversationId": str(conversation.id),
         "messages": [_message_to_wire(message) for message in messages],
@@ -98,7 +112,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         ],
         "hasMore": has_more,
         "nextAfterSequence": messages[-1].sequence if messages else after_sequence,
-        "lastEventSeq": conversation.last_event_seq,
+        "lastEventSeq": last_event_seq,
     }
 
 

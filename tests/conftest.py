@@ -9,8 +9,12 @@ from tests.factories import UserFactory
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
-    # Real hashing costs ~0.3 s per user; tests check authorization, not hash strength.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Real hashing costs ~0.3 s per user; tests check authorization, not hash strength. The real
+    # hasher stays available for users that a server process (which hashes for real) must verify.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]
 
 
 @pytest.fixture

@@ -1,0 +1,167 @@
+"""`GET /api/v1/submissions/{id}/stream` served by daphne, read raw and by the AI SDK's own parser."""
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from runtime.models import Run
+from tests.processes import start_web, wait_until
+
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
+
+
+@pytest.fixture
+def web(stack):
+    _, url = start_web(stack)
+    return url
+
+
+def post_message(api, text, client_message_id="m-1"):
+    return api.post(
+        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
+    ).json()
+
+
+def read_stream(url: str, token: str) -> tuple[httpx.Headers, list]:
+    """Every SSE data item in order (JSON chunks, and the closing '[DONE]' as a string)."""
+    items = []
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                data = line.removeprefix("data: ")
+                items.append(data if data == "[DONE]" else json.loads(data))
+    return response.headers, items
+
+
+def assert_well_formed(items: list) -> None:
+    assert items[0]["type"] == "start"
+    assert items[-2]["type"] == "finish"
+    assert items[-1] == "[DONE]"
+    assert [item for item in items if item != "[DONE]" and item["type"] == "start"] == [items[0]]
+    opened = set()
+    for item in items[1:-1]:
+        if item["type"] == "text-start":
+            opened.add(item["id"])
+        if item["type"] in ("text-delta", "text-end"):
+            assert item["id"] in opened, "text block used before it was opened"
+
+
+def text_of(items: list) -> str:
+    return "".join(item["delta"] for item in items if item != "[DONE]" and item["type"] == "text-delta")
+
+
+def completed(submission_id) -> Run:
+    return wait_until(
+        lambda: (
+            Run.objects.filter(submission_id=submission_id, state="completed")
+            .select_related("submission__assistant_message")
+            .first()
+        ),
+        timeout=60,
+        what="the run to complete",
+    )
+
+
+def test_a_finished_submission_streams_a_complete_reconstruction(stack, web, api, user):
+    stack.start_worker()
+    receipt = post_message(api, "stream me")
+    run = completed(receipt["submissionId"])
+
+    headers, items = read_stream(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+
+    assert headers["x-vercel-ai-ui-message-stream"] == "v1"
+    assert headers["content-type"].startswith("text/event-stream")
+    assert_well_formed(items)
+    assert items[0]["messageId"] == str(run.submission.assistant_message_id)
+    assert text_of(items) == "Echo: stream me"
+    status = [item for item in items if item != "[DONE]" and item["type"] == "data-instant-submission"]
+    assert status[-1]["data"] == {"schemaVersion": 1, "submissionId": receipt["submissionId"], "status": "completed"}
+
+
+def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, api, user, rebyte_double):
+    rebyte_double.configure(delta_delay_ms=300, delta_chunks=8)
+    stack.start_worker()
+    receipt = post_message(api, "several listeners at once")
+    wait_until(
+        lambda: Run.objects.filter(submission_id=receipt["submissionId"], provider_cursor__gte=3).exists(),
+        timeout=30,
+        what="the reply to start streaming",
+    )
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    token = token_of(user)
+    results = []
+    readers = [threading.Thread(target=lambda: results.append(read_stream(url, token)[1])) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    wait_until(
+        lambda: api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()["subscriberCount"] == 2,
+        timeout=10,
+        what="both subscribers to register",
+    )
+    for reader in readers:
+        reader.join(timeout=60)
+
+    assert len(results) == 2
+    for items in results:
+        assert_well_formed(items)
+        assert text_of(items) == "Echo: several listeners at once"
+
+
+def test_closing_a_stream_does_not_cancel_the_run(stack, web, api, user, rebyte_double):
+    rebyte_double.configure(delta_delay_ms=200, delta_chunks=6)
+    stack.start_worker()
+    receipt = post_message(api, "keep going")
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token_of(user)}"}, timeout=30) as response:
+        next(response.iter_lines())
+
+    assert completed(receipt["submissionId"]).submission.assistant_message.text == "Echo: keep going"
+
+
+def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(stack, web, api, other_user):
+    receipt = post_message(api, "private")
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+
+    foreign = httpx.get(url, headers={"Authorization": f"Bearer {token_of(other_user)}"})
+    anonymous = httpx.get(url)
+
+    assert foreign.status_code == 404
+    assert foreign.json()["error"]["code"] == "not_found"
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is part of the machine image")
+def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(stack, web, api, user):
+    stack.start_worker()
+    receipt = post_message(api, "parse me with the real SDK")
+    completed(receipt["submissionId"])
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+
+    result = subprocess.run(
+        ["node", "read_ui_message_stream.mjs", url, token_of(user)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+    parsed = json.loads(result.stdout)
+    history = api.get("/api/v1/conversation").json()
+    [assistant] = [m for m in history["messages"] if m["role"] == "assistant"]
+    assert parsed["header"] == "v1"
+    assert parsed["message"]["id"] == assistant["id"]
+    text = "".join(part["text"] for part in parsed["message"]["parts"] if part["type"] == "text")
+    assert text == assistant["text"] == "Echo: parse me with the real SDK"
+
+
+def token_of(user) -> str:
+    return Token.objects.get_or_create(user=user)[0].key

@@ -85,7 +85,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 # Only a deployment that runs collectstatic needs a root; locally WhiteNoise serves from the apps.
-STATIC_ROOT = env.path("DJANGO_STATIC_ROOT", default=None)
+STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
 # daphne serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -228,3 +228,17 @@ def reconcile_open_intents(client: RebyteClient, *, limit: int = 50) -> int:
     for intent_id in pending.values_list("id", flat=True)[:limit]:
         settled += reconcile_intent(intent_id, client).state not in OPEN_INTENT_STATES
     return settled
+
+
+def staff_adopt_intent(intent_id, *, remote_id: str, actor, note: str) -> None:
+    """A staff member confirmed the remote resource exists (id from the provider's console)."""
+    intent = CreationIntent.objects.get(id=intent_id)
+    _adopt(intent, remote_id)
+    CreationIntent.objects.filter(id=intent_id).update(resolved_by=actor, resolution_note=note)
+
+
+def staff_fail_intent(intent_id, *, actor, note: str) -> bool:
+    updated = CreationIntent.objects.filter(id=intent_id, state__in=OPEN_INTENT_STATES).update(
+        state=IntentState.FAILED, resolved_by=actor, resolution_note=note, updated_at=timezone.now()
+    )
+    return bool(updated)

@@ -571,3 +571,38 @@ def resume_reconciled_runs() -> int:
             run.pending_intent = None
             run.save()
     return resumed
+
+
+# --- staff decisions on runs left pending reconciliation -----------------------------------------
+
+
+def staff_retry_run(run_id) -> bool:
+    """Puts a run parked for reconciliation back in the queue; False when it is not parked."""
+    with transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().filter(id=run_id, state=RunState.PENDING_RECONCILIATION).first()
+        if run is None:
+            return False
+        run.transition_to(RunState.QUEUED)
+        run.pending_intent = None
+        run.error_code, run.error_message, run.error_retryable = "", "", False
+        run.last_woken_at = timezone.now()
+        run.save()
+        outbound.wake_run(run.id)
+        return True
+
+
+def staff_fail_run(run_id, *, reason: str) -> bool:
+    """Ends a parked run as failed, with the staff member's reason visible to its owner."""
+    with transaction.atomic(durable=True):
+        run = (
+            Run.objects.select_for_update()
+            .select_related("submission")
+            .filter(id=run_id, state=RunState.PENDING_RECONCILIATION)
+            .first()
+        )
+        if run is None:
+            return False
+        _finish(run, RunState.FAILED, now=timezone.now(), error=("failed_by_staff", reason, False))
+        run.pending_intent = None
+        run.save()
+        return True

@@ -1,0 +1,105 @@
+from django.contrib import admin, messages
+
+from rebyte import services
+from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, SavedAgent
+from rebyte.provider import provider_client
+
+
+class PendingFirst(admin.SimpleListFilter):
+    title = "needs attention"
+    parameter_name = "open"
+
+    def lookups(self, request, model_admin):
+        return [("pending", "Pending reconciliation"), ("open", "Open (intended or pending)")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "pending":
+            return queryset.filter(state=IntentState.PENDING_RECONCILIATION)
+        if self.value() == "open":
+            return queryset.filter(state__in=OPEN_INTENT_STATES)
+        return queryset
+
+
+@admin.register(CreationIntent)
+class CreationIntentAdmin(admin.ModelAdmin):
+    """Remote creations whose outcome is unknown; every decision is written to the admin log."""
+
+    list_display = ["id", "kind", "owner", "conversation", "state", "attempts", "remote_id", "updated_at"]
+    list_filter = [PendingFirst, "state", "kind"]
+    search_fields = ["id", "remote_id", "owner__username"]
+    readonly_fields = [
+        "id",
+        "owner",
+        "kind",
+        "conversation",
+        "state",
+        "attempts",
+        "last_error",
+        "resolved_by",
+        "created_at",
+        "updated_at",
+    ]
+    fields = [*readonly_fields, "remote_id", "resolution_note"]
+    actions = ["recheck_now", "mark_resolved", "mark_failed"]
+
+    def save_model(self, request, obj, form, change):
+        # Editing only stages the remote id and note for "mark resolved", and only while the intent is
+        # open; state changes go through the actions, which log who decided.
+        CreationIntent.objects.filter(id=obj.id, state__in=OPEN_INTENT_STATES).update(
+            remote_id=obj.remote_id, resolution_note=obj.resolution_note
+        )
+
+    @admin.action(description="Re-check now with the provider")
+    def recheck_now(self, request, queryset):
+        with provider_client() as client:
+            for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
+                settled = services.reconcile_intent(intent.id, client)
+                self.log_change(request, intent, f"re-checked: now {settled.state}")
+                self.message_user(request, f"{intent}: {settled.state}")
+
+    @admin.action(description="Mark resolved (adopt the remote id entered on the intent)")
+    def mark_resolved(self, request, queryset):
+        for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
+            if not intent.remote_id:
+                self.message_user(request, f"{intent}: enter the remote id first", level=messages.WARNING)
+                continue
+            services.staff_adopt_intent(
+                intent.id,
+                remote_id=intent.remote_id,
+                actor=request.user,
+                note=intent.resolution_note or "adopted in admin",
+            )
+            self.log_change(request, intent, f"marked resolved as {intent.remote_id}")
+
+    @admin.action(description="Mark failed (the runs waiting for it fail)")
+    def mark_failed(self, request, queryset):
+        for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
+            if services.staff_fail_intent(
+                intent.id, actor=request.user, note=intent.resolution_note or "failed in admin"
+            ):
+                self.log_change(request, intent, "marked failed")
+
+
+@admin.register(SavedAgent)
+class SavedAgentAdmin(admin.ModelAdmin):
+    list_display = ["owner", "remote_id", "created_at"]
+    search_fields = ["owner__username", "remote_id"]
+    readonly_fields = ["owner", "remote_id", "intent", "created_at"]
+
+
+@admin.register(RemoteSession)
+class RemoteSessionAdmin(admin.ModelAdmin):
+    list_display = [
+        "remote_id",
+        "conversation",
+        "state",
+        "turn_count",
+        "context_estimate",
+        "rotation_reason",
+        "first_message_sequence",
+        "last_message_sequence",
+        "last_activity_at",
+    ]
+    list_filter = ["state", "rotation_reason"]
+    search_fields = ["remote_id", "conversation__id"]
+    readonly_fields = [field.name for field in RemoteSession._meta.fields]

@@ -5,8 +5,6 @@ BIN := $(VENV)/bin
 PGHOST ?= 127.0.0.1
 PGUSER ?= postgres
 DATABASE ?= impo
-# Tests use their own Redis database so they never steal a running stack's wake-ups.
-TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: run test install database browser lint
 
@@ -17,7 +15,7 @@ run: install database
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
 test: install database browser
-	REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest
+	$(BIN)/python -m pytest
 
 install: $(BIN)/.installed
 

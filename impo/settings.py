@@ -69,6 +69,7 @@ DATABASES = {
 # Connections are reused by workers; health checks drop ones the server closed.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["TEST"] = {"NAME": env("DJANGO_TEST_DATABASE", default=None)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -35,3 +35,17 @@ class CleanTextField(serializers.CharField):
         if not value.strip():
             raise serializers.ValidationError("Must not be blank.")
         return value
+
+
+def validated(serializer_class, data) -> serializers.Serializer:
+    """A bound serializer whose data passed validation; a failure is the ICA 400 `invalid_request`."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer
+
+
+def json_object_schema(name: str) -> serializers.Serializer:
+    """An OpenAPI placeholder for responses whose shape is documented in DESIGN.md rather than typed."""
+    from drf_spectacular.utils import inline_serializer
+
+    return inline_serializer(name, fields={"_": serializers.JSONField(required=False)})

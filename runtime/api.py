@@ -2,12 +2,11 @@
 
 import uuid
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from impo.serializers import StrictSerializer
+from impo.serializers import StrictSerializer, json_object_schema, validated
 from runtime import selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
@@ -21,13 +20,7 @@ _page_parameters = [
     OpenApiParameter("afterSequence", int, description="Return messages with a larger sequence."),
     OpenApiParameter("limit", int, description="1 to 100 messages; 50 by default."),
 ]
-_object_response = inline_serializer("JsonObject", fields={"_": serializers.JSONField(required=False)})
-
-
-def _validated(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer
+_object_response = json_object_schema("JsonObject")
 
 
 def _message_receipt(receipt: services.Receipt) -> dict:
@@ -35,14 +28,14 @@ def _message_receipt(receipt: services.Receipt) -> dict:
 
 
 def _page_of(conversation, query_params) -> dict:
-    query = _validated(ConversationPageQuerySerializer, query_params.dict()).validated_data
+    query = validated(ConversationPageQuerySerializer, query_params.dict()).validated_data
     return selectors.conversation_page(conversation, after_sequence=query["afterSequence"], limit=query["limit"])
 
 
 class MainChatMessagesView(APIView):
     @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
     def post(self, request):
-        command = _validated(MessageCommandSerializer, request.data).to_command()
+        command = validated(MessageCommandSerializer, request.data).to_command()
         receipt = services.submit_main_chat_message(owner=request.user, command=command)
         return Response(_message_receipt(receipt), status=202)
 
@@ -61,7 +54,7 @@ class TasksView(APIView):
 
     @extend_schema(request=TaskCreateSerializer, responses={202: TaskReceiptSerializer})
     def post(self, request):
-        serializer = _validated(TaskCreateSerializer, request.data)
+        serializer = validated(TaskCreateSerializer, request.data)
         receipt = services.create_task(
             owner=request.user, command=serializer.to_command(), title=serializer.validated_data.get("title")
         )
@@ -78,7 +71,7 @@ class TasksView(APIView):
 class TaskMessagesView(APIView):
     @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
     def post(self, request, task_id: uuid.UUID):
-        command = _validated(MessageCommandSerializer, request.data).to_command()
+        command = validated(MessageCommandSerializer, request.data).to_command()
         receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
         return Response(_message_receipt(receipt), status=202)
 
@@ -106,6 +99,6 @@ class EmptyBodySerializer(StrictSerializer):
 class SubmissionCancelView(APIView):
     @extend_schema(request=EmptyBodySerializer, responses={200: _object_response})
     def post(self, request, submission_id: uuid.UUID):
-        _validated(EmptyBodySerializer, request.data)
+        validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)
         return Response(selectors.submission_to_wire(selectors.submission_for_owner(request.user, submission_id)))

@@ -150,6 +150,11 @@ else:
     REBYTE_API_KEY = env("REBYTE_API_KEY", default="impo-echo-local")
 TEMPORAL_ADDRESS = env("TEMPORAL_ADDRESS", default="127.0.0.1:7233")
 TEMPORAL_NAMESPACE = env("TEMPORAL_NAMESPACE", default="default")
+TEMPORAL_TASK_QUEUE = env("TEMPORAL_TASK_QUEUE", default="impo-scheduling")
+# Scheduling (DESIGN §7): how often the Temporal worker re-signals plans whose workflow missed a change,
+# and how long an API request waits on Temporal after its commit before leaving that to discovery.
+IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS = env.float("IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS", default=30.0)
+IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS = env.float("IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS", default=2.0)
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,8 @@ urlpatterns = [
     path("ready", health.ready, name="ready"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("runtime.urls")),
+    path("api/v1/", include("scheduling.urls")),
+    path("api/v1/", include("tools.urls")),
     path("admin/", admin.site.urls),
     path("", include("runtime.web_urls")),
 ]

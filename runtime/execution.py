@@ -21,6 +21,9 @@ from rebyte.provider import provider_client
 from rebyte.services import RemoteCreationFailed, RemoteCreationPending, ensure_current_session
 from runtime import selectors, services
 from runtime.models import Run, RunState
+from tools import dispatch
+from tools import services as tool_services
+from tools.selectors import cancel_requested, catalog_for_run
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,7 @@ class _Heartbeat:
 
 
 def execute_run(run_id, worker_id: str) -> None:
+    tool_services.reopen_abandoned_device_wait(run_id)
     lease = services.claim_run(run_id, worker_id)
     if lease is None:
         return
@@ -117,9 +121,9 @@ def _drive(lease: services.Lease, client: rebyte.RebyteClient, heartbeat: _Heart
         try:
             for event in client.iter_turn_events(turn_id, after=cursor):
                 heartbeat.check()
-                _apply(lease, run, event)
+                parked = _apply(lease, run, event, client, heartbeat)
                 cursor = event.sequence
-                if event.terminal:
+                if event.terminal or parked:
                     return
         except rebyte.RebyteStreamInterrupted as exc:
             logger.info("run %s: turn stream interrupted at %s; resuming", run.id, exc.last_sequence)
@@ -151,8 +155,9 @@ def _start_turn(lease: services.Lease, run: Run, client: rebyte.RebyteClient) ->
 
 
 def _create_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn:
+    tools = [tool.to_provider() for tool in catalog_for_run(run)]
     return client.create_turn(
-        session_remote_id, run.submission.user_message.text, [], {"impo_run_id": str(run.id)}, f"impo-run-{run.id}"
+        session_remote_id, run.submission.user_message.text, tools, {"impo_run_id": str(run.id)}, f"impo-run-{run.id}"
     )
 
 
@@ -161,7 +166,12 @@ def _find_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) ->
     return found[0] if found else None
 
 
-def _apply(lease: services.Lease, run: Run, event: rebyte.TurnEvent) -> None:
+def _apply(
+    lease: services.Lease, run: Run, event: rebyte.TurnEvent, client: rebyte.RebyteClient, heartbeat: _Heartbeat
+) -> bool:
+    """Applies one provider event; True when the run was parked and this worker must stop."""
+    if isinstance(event, rebyte.TurnRequiresAction):
+        return _answer_tool_calls(lease, run, event, client, heartbeat)
     if isinstance(event, rebyte.TextDelta):
         services.apply_text_delta(lease, cursor=event.sequence, part_id=f"text-{event.item_id}", delta=event.delta)
     elif isinstance(event, rebyte.MessageCompleted):
@@ -176,3 +186,37 @@ def _apply(lease: services.Lease, run: Run, event: rebyte.TurnEvent) -> None:
         services.finish_run(lease, RunState.CANCELLED, cursor=event.sequence)
     else:
         services.advance_cursor(lease, cursor=event.sequence)
+    return False
+
+
+def _answer_tool_calls(
+    lease: services.Lease,
+    run: Run,
+    event: rebyte.TurnRequiresAction,
+    client: rebyte.RebyteClient,
+    heartbeat: _Heartbeat,
+) -> bool:
+    """Dispatches each waiting call and submits its saved receipt; the cursor moves only after all.
+
+    A successor re-reads this event and finds every call already recorded: settled ones get their
+    receipt submitted again (the provider deduplicates by call id), unsettled ones continue.
+    """
+    for action in event.required_actions:
+        tool_services.record_call(lease, call_id=action.call_id, name=action.name, raw_arguments=action.arguments)
+        receipt = dispatch.settle(lease, action.call_id, check=heartbeat.check)
+        if receipt is None:
+            return True  # uncertain: settle parked the run for reconciliation
+        if cancel_requested(run.id):
+            # The agent gets no more input; the relayed cancel ends the turn, and the stream says so.
+            continue
+        try:
+            client.submit_function_call_output(event.turn_id, action.call_id, tool_services.output_text(receipt.result))
+        except rebyte.RebyteConflict as exc:
+            if exc.code != "turn_not_awaiting_output":
+                raise
+            # The turn stopped waiting (it was cancelled); its terminal event follows on the stream.
+            logger.info("run %s: turn no longer awaits %s", run.id, action.call_id)
+            continue
+        tool_services.mark_submitted(lease, receipt)
+    services.advance_cursor(lease, cursor=event.sequence)
+    return False

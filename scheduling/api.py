@@ -1,0 +1,69 @@
+"""ICA v1 REST endpoints for scheduled tasks (DESIGN §7): thin, validation at the edge, work in services."""
+
+import uuid
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from impo.serializers import json_object_schema, validated
+from scheduling import selectors, services
+from scheduling.serializers import (
+    PlanCreateSerializer,
+    PlanDeleteSerializer,
+    PlanUpdateSerializer,
+    RunsQuerySerializer,
+)
+
+_object_response = json_object_schema("ScheduledTaskJsonObject")
+
+
+class ScheduledTasksView(APIView):
+    @extend_schema(responses={200: _object_response})
+    def get(self, request):
+        plans = selectors.live_plans_for_owner(request.user)
+        return Response({"schedules": [selectors.plan_to_wire(plan) for plan in plans]})
+
+    @extend_schema(request=PlanCreateSerializer, responses={201: _object_response})
+    def post(self, request):
+        serializer = validated(PlanCreateSerializer, request.data)
+        plan = services.create_plan(
+            owner=request.user,
+            client_request_id=serializer.validated_data["clientRequestId"],
+            command=serializer.to_command(),
+        )
+        return Response(selectors.plan_to_wire(plan), status=201)
+
+
+class ScheduledTaskView(APIView):
+    @extend_schema(responses={200: _object_response})
+    def get(self, request, plan_id: uuid.UUID):
+        return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
+
+    @extend_schema(request=PlanUpdateSerializer, responses={200: _object_response})
+    def put(self, request, plan_id: uuid.UUID):
+        serializer = validated(PlanUpdateSerializer, request.data)
+        plan = services.update_plan(
+            owner=request.user,
+            plan_id=plan_id,
+            revision=serializer.validated_data["revision"],
+            command=serializer.to_command(),
+        )
+        return Response(selectors.plan_to_wire(plan))
+
+    @extend_schema(request=PlanDeleteSerializer, responses={200: _object_response})
+    def delete(self, request, plan_id: uuid.UUID):
+        revision = validated(PlanDeleteSerializer, request.data).validated_data["revision"]
+        services.delete_plan(owner=request.user, plan_id=plan_id, revision=revision)
+        return Response({"deleted": True})
+
+
+class ScheduledTaskRunsView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("before", str, description="The nextCursor of the previous page.")],
+        responses={200: _object_response},
+    )
+    def get(self, request, plan_id: uuid.UUID):
+        query = validated(RunsQuerySerializer, request.query_params.dict()).validated_data
+        plan = selectors.plan_for_owner(request.user, plan_id)
+        return Response(selectors.runs_page(plan, before=query.get("before")))

@@ -1,0 +1,130 @@
+"""Read paths of scheduling, shaped for the ICA v1 wire format. Client reads are scoped to an owner."""
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+
+from django.db.models import F
+
+from impo.errors import InvalidRequest, NotFound
+from runtime.models import ACTIVE_RUN_STATES, Run
+from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
+from scheduling.workflows import PlanSignal
+
+RUNS_PAGE_SIZE = 30
+
+
+def live_plans_for_owner(owner):
+    return ScheduledTask.objects.filter(owner=owner, deleted_at__isnull=True).order_by("created_at", "id")
+
+
+def plan_for_owner(owner, plan_id: uuid.UUID) -> ScheduledTask:
+    """Another user's plan and a tombstoned one both look like no plan at all."""
+    plan = live_plans_for_owner(owner).filter(id=plan_id).first()
+    if plan is None:
+        raise NotFound("No such scheduled task.")
+    return plan
+
+
+def plan_to_wire(plan: ScheduledTask) -> dict:
+    return {
+        "id": str(plan.id),
+        "title": plan.title,
+        "goal": plan.goal,
+        "schedule": plan.schedule,
+        "enabled": plan.enabled,
+        "revision": str(plan.revision),
+        "nextRunAt": _iso(plan.next_run_at),
+        "createdAt": _iso(plan.created_at),
+        "updatedAt": _iso(plan.updated_at),
+    }
+
+
+def runs_page(plan: ScheduledTask, *, before: str | None) -> dict:
+    """Newest first, 30 a page; `nextCursor` continues after the last run on this page (null at the end)."""
+    runs = ScheduledRun.objects.filter(plan=plan)
+    if before is not None:
+        runs = runs.filter(scheduled_at__lt=_decode_cursor(before))
+    page = list(runs.order_by("-scheduled_at")[: RUNS_PAGE_SIZE + 1])
+    has_more = len(page) > RUNS_PAGE_SIZE
+    page = page[:RUNS_PAGE_SIZE]
+    return {
+        "runs": [run_to_wire(run) for run in page],
+        "nextCursor": _encode_cursor(page[-1].scheduled_at) if has_more else None,
+    }
+
+
+def run_to_wire(run: ScheduledRun) -> dict:
+    return {
+        "id": str(run.id),
+        "taskId": str(run.task_id) if run.task_id else None,
+        "scheduledAt": _iso(run.scheduled_at),
+        "createdAt": _iso(run.created_at),
+        "status": run.state,
+    }
+
+
+def previous_task_is_active(plan: ScheduledTask) -> bool:
+    """Whether the Task this plan admitted last is still at work: its latest run is not yet terminal.
+
+    pending_reconciliation counts as active: its outcome is unknown, and a second Task beside it would be
+    exactly the overlap the skip exists to prevent.
+    """
+    previous = (
+        ScheduledRun.objects.filter(plan=plan, state=ScheduledRunState.ADMITTED)
+        .select_related("task")
+        .order_by("-scheduled_at")
+        .first()
+    )
+    if previous is None:
+        return False
+    latest_state = (
+        Run.objects.filter(submission__conversation_id=previous.task.conversation_id)
+        .order_by("-submission__created_at")
+        .values_list("state", flat=True)
+        .first()
+    )
+    return latest_state in ACTIVE_RUN_STATES
+
+
+def plan_signal(plan: ScheduledTask) -> PlanSignal:
+    return PlanSignal(
+        plan_id=str(plan.id),
+        owner_id=plan.owner_id,
+        generation=plan.generation,
+        revision=str(plan.revision),
+        schedule=plan.schedule,
+        enabled=plan.enabled,
+        deleted=plan.deleted_at is not None,
+        revised_at=plan.revised_at.isoformat(),
+    )
+
+
+def unsynced_plan_signals(limit: int) -> list[PlanSignal]:
+    """Plans whose latest change Temporal has not acknowledged (the API's signal failed or never ran)."""
+    plans = ScheduledTask.objects.filter(synced_generation__lt=F("generation")).order_by("updated_at")[:limit]
+    return [plan_signal(plan) for plan in plans]
+
+
+def live_plan_signals() -> list[PlanSignal]:
+    return [plan_signal(plan) for plan in ScheduledTask.objects.filter(deleted_at__isnull=True).order_by("id")]
+
+
+def _encode_cursor(scheduled_at: datetime) -> str:
+    return base64.urlsafe_b64encode(scheduled_at.isoformat().encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> datetime:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        value = datetime.fromisoformat(text)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidRequest("before: is not a cursor this endpoint returned.") from None
+    if value.utcoffset() is None:
+        raise InvalidRequest("before: is not a cursor this endpoint returned.")
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

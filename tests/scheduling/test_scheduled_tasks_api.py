@@ -1,0 +1,329 @@
+"""The scheduled-tasks REST API (DESIGN §7): validation, idempotency, revisions, ownership, tombstones, history."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduling import services
+from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
+from scheduling.services import MAX_LIVE_PLANS, PlanCommand
+from tests.scheduling.plans import (
+    PLANS_URL,
+    create,
+    create_body,
+    daily,
+    once,
+    plan_url,
+    update,
+    update_body,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def error_of(response) -> tuple[int, str]:
+    return response.status_code, response.json()["error"]["code"]
+
+
+def test_creating_a_plan_returns_it_with_a_revision_and_its_next_run(api):
+    response = api.post(PLANS_URL, create_body(schedule=daily("09:00", "UTC")), format="json")
+
+    assert response.status_code == 201
+    plan = response.json()
+    assert set(plan) == {
+        "id",
+        "title",
+        "goal",
+        "schedule",
+        "enabled",
+        "revision",
+        "nextRunAt",
+        "createdAt",
+        "updatedAt",
+    }
+    assert plan["schedule"] == daily("09:00", "UTC")
+    uuid.UUID(plan["revision"])
+    next_run = datetime.fromisoformat(plan["nextRunAt"])
+    assert (next_run.hour, next_run.minute) == (9, 0)
+    assert next_run > datetime.now(UTC)
+
+
+def test_a_once_plan_is_stored_in_canonical_utc_form(api):
+    run_at = datetime(2099, 5, 1, 9, 0, tzinfo=UTC)
+    plan = create(api, schedule=once(run_at.astimezone(datetime.now().astimezone().tzinfo)))
+
+    assert plan["schedule"]["runAt"] == "2099-05-01T09:00:00+00:00"
+    assert plan["nextRunAt"] == "2099-05-01T09:00:00+00:00"
+
+
+def test_a_disabled_plan_has_no_next_run(api):
+    assert create(api, enabled=False)["nextRunAt"] is None
+
+
+def test_repeating_a_create_with_the_same_request_id_returns_the_saved_plan(api):
+    body = create_body()
+    first = api.post(PLANS_URL, body, format="json").json()
+
+    again = api.post(PLANS_URL, body, format="json")
+
+    assert again.status_code == 201
+    assert again.json() == first
+    assert ScheduledTask.objects.count() == 1
+
+
+def test_reusing_a_request_id_with_a_changed_payload_is_a_conflict(api):
+    body = create_body()
+    api.post(PLANS_URL, body, format="json")
+
+    response = api.post(PLANS_URL, body | {"title": "Something else"}, format="json")
+
+    assert error_of(response) == (409, "idempotency_conflict")
+
+
+def test_a_replayed_once_plan_is_still_the_saved_plan_after_its_time_passed(api, user):
+    body = create_body(schedule=once(datetime(2021, 1, 1, 9, 0, tzinfo=UTC)))
+    saved = services.create_plan(
+        owner=user,
+        client_request_id=body["clientRequestId"],
+        command=PlanCommand(title=body["title"], goal=body["goal"], schedule=body["schedule"], enabled=True),
+        now=datetime(2020, 1, 1, tzinfo=UTC),
+    )
+
+    response = api.post(PLANS_URL, body, format="json")
+
+    assert (response.status_code, response.json()["id"]) == (201, str(saved.id))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message_start"),
+    [
+        ({"title": ""}, "title:"),
+        ({"title": "x" * 121}, "title:"),
+        ({"title": "   "}, "title:"),
+        ({"goal": "x" * 4001}, "goal:"),
+        ({"goal": "a\x00b"}, "goal:"),
+        ({"clientRequestId": ""}, "clientRequestId:"),
+        ({"clientRequestId": "x" * 257}, "clientRequestId:"),
+        ({"enabled": "yes"}, "enabled:"),
+        ({"schedule": None}, "schedule:"),
+        ({"schedule": daily() | {"time": "9am"}}, "schedule.time:"),
+        ({"schedule": {"frequency": "daily", "timeZone": "UTC", "time": "09:00"}}, "schedule.runAt:"),
+        ({"schedule": daily(zone="Mars/Olympus")}, "schedule.timeZone:"),
+        ({"schedule": once(datetime(2020, 1, 1, tzinfo=UTC))}, "schedule.runAt:"),
+        ({"schedule": once(datetime(2099, 1, 1)) | {"runAt": "2099-01-01T09:00:00"}}, "schedule.runAt:"),
+        ({"schedule": daily() | {"frequency": "weekly", "weekdays": [1, 1]}}, "schedule.weekdays[1]:"),
+        ({"schedule": daily() | {"frequency": "cron", "time": None, "cron": "* * *"}}, "schedule.cron:"),
+        ({"color": "red"}, "color:"),
+    ],
+)
+def test_an_invalid_create_is_rejected_with_the_offending_field(api, fields, message_start):
+    response = api.post(PLANS_URL, create_body(**fields), format="json")
+
+    assert error_of(response) == (400, "invalid_request")
+    assert response.json()["error"]["message"].startswith(message_start), response.json()
+    assert "requestId" in response.json()
+    assert not ScheduledTask.objects.exists()
+
+
+def test_a_missing_field_is_rejected(api):
+    body = create_body()
+    del body["enabled"]
+
+    response = api.post(PLANS_URL, body, format="json")
+
+    assert error_of(response) == (400, "invalid_request")
+    assert response.json()["error"]["message"].startswith("enabled:")
+
+
+def test_an_account_can_have_at_most_fifty_live_plans(api):
+    plans = [create(api) for _ in range(MAX_LIVE_PLANS)]
+
+    refused = api.post(PLANS_URL, create_body(), format="json")
+    api.delete(plan_url(plans[0]["id"]), {"revision": plans[0]["revision"]}, format="json")
+    accepted = api.post(PLANS_URL, create_body(), format="json")
+
+    assert error_of(refused) == (409, "schedule_limit_reached")
+    assert accepted.status_code == 201
+
+
+def test_the_list_shows_only_the_owners_live_plans(api, other_api):
+    mine = create(api, title="Mine")
+    gone = create(api, title="Gone")
+    create(other_api, title="Theirs")
+    api.delete(plan_url(gone["id"]), {"revision": gone["revision"]}, format="json")
+
+    listed = api.get(PLANS_URL).json()["schedules"]
+
+    assert [plan["id"] for plan in listed] == [mine["id"]]
+
+
+def test_routes_answer_with_and_without_a_trailing_slash(api):
+    plan = create(api)
+
+    assert api.get(f"{PLANS_URL}/").status_code == 200
+    assert api.get(f"{plan_url(plan['id'])}/").status_code == 200
+    assert api.get(f"{plan_url(plan['id'])}/runs/").status_code == 200
+    assert api.post(f"{PLANS_URL}/", create_body(), format="json").status_code == 201
+
+
+def test_another_users_plan_is_not_found_for_every_method(api, other_api):
+    plan = create(api)
+
+    assert error_of(other_api.get(plan_url(plan["id"]))) == (404, "not_found")
+    assert error_of(other_api.put(plan_url(plan["id"]), update_body(plan), format="json")) == (404, "not_found")
+    delete = other_api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+    assert error_of(delete) == (404, "not_found")
+    assert error_of(other_api.get(f"{plan_url(plan['id'])}/runs")) == (404, "not_found")
+
+
+def test_an_anonymous_request_is_unauthorized(client):
+    assert client.get(PLANS_URL).status_code == 401
+
+
+def test_an_update_gives_the_plan_a_new_revision(api):
+    plan = create(api)
+
+    edited = update(api, plan, title="Evening digest", schedule=daily("18:30", "UTC"))
+
+    assert edited["revision"] != plan["revision"]
+    assert (edited["title"], edited["schedule"]["time"]) == ("Evening digest", "18:30")
+    assert datetime.fromisoformat(edited["nextRunAt"]).hour == 18
+    assert api.get(plan_url(plan["id"])).json() == edited
+
+
+def test_an_update_with_a_stale_revision_is_refused_as_schedule_changed(api):
+    plan = create(api)
+    update(api, plan, title="First edit")
+
+    response = api.put(plan_url(plan["id"]), update_body(plan, title="Second edit"), format="json")
+
+    assert error_of(response) == (409, "schedule_changed")
+
+
+def test_an_exact_retry_of_an_update_returns_the_saved_plan(api):
+    plan = create(api)
+    body = update_body(plan, title="Edited")
+    edited = api.put(plan_url(plan["id"]), body, format="json").json()
+
+    retry = api.put(plan_url(plan["id"]), body, format="json")
+
+    assert retry.status_code == 200
+    assert retry.json() == edited
+
+
+def test_an_update_that_changes_nothing_keeps_the_revision(api):
+    plan = create(api)
+
+    assert update(api, plan)["revision"] == plan["revision"]
+
+
+def test_pausing_a_plan_clears_its_next_run(api):
+    plan = create(api)
+
+    assert update(api, plan, enabled=False)["nextRunAt"] is None
+
+
+def test_an_update_rejects_unknown_fields_and_invalid_schedules(api):
+    plan = create(api)
+
+    unknown = api.put(plan_url(plan["id"]), update_body(plan) | {"owner": 1}, format="json")
+    past = api.put(
+        plan_url(plan["id"]), update_body(plan, schedule=once(datetime(2020, 1, 1, tzinfo=UTC))), format="json"
+    )
+    no_revision = api.put(
+        plan_url(plan["id"]), {k: v for k, v in update_body(plan).items() if k != "revision"}, format="json"
+    )
+
+    assert error_of(unknown) == (400, "invalid_request")
+    assert error_of(past) == (400, "invalid_request")
+    assert error_of(no_revision) == (400, "invalid_request")
+
+
+def test_deleting_a_plan_tombstones_it(api):
+    plan = create(api)
+
+    response = api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert (response.status_code, response.json()) == (200, {"deleted": True})
+    assert error_of(api.get(plan_url(plan["id"]))) == (404, "not_found")
+    assert ScheduledTask.objects.get(id=plan["id"]).deleted_at is not None
+
+
+def test_repeating_a_delete_succeeds_again(api):
+    plan = create(api)
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    again = api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert again.json() == {"deleted": True}
+
+
+def test_deleting_with_a_stale_revision_is_refused_as_schedule_changed(api):
+    plan = create(api)
+    update(api, plan, title="Edited")
+
+    response = api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(response) == (409, "schedule_changed")
+    assert ScheduledTask.objects.get(id=plan["id"]).deleted_at is None
+
+
+def test_a_deleted_plan_cannot_be_updated(api):
+    plan = create(api)
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(api.put(plan_url(plan["id"]), update_body(plan), format="json")) == (404, "not_found")
+
+
+def test_deleting_without_a_revision_is_rejected(api):
+    plan = create(api)
+
+    assert error_of(api.delete(plan_url(plan["id"]), {}, format="json")) == (400, "invalid_request")
+
+
+def _record_runs(plan_id, count: int) -> list[ScheduledRun]:
+    plan = ScheduledTask.objects.get(id=plan_id)
+    start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+    return [
+        ScheduledRun.objects.create(
+            plan=plan,
+            revision=plan.revision,
+            scheduled_at=start + timedelta(days=day),
+            state=ScheduledRunState.SKIPPED_OVERLAP,
+        )
+        for day in range(count)
+    ]
+
+
+def test_the_run_history_pages_newest_first_thirty_at_a_time(api):
+    plan = create(api)
+    recorded = _record_runs(plan["id"], 31)
+
+    first = api.get(f"{plan_url(plan['id'])}/runs").json()
+    second = api.get(f"{plan_url(plan['id'])}/runs", {"before": first["nextCursor"]}).json()
+
+    assert [run["id"] for run in first["runs"]] == [str(run.id) for run in reversed(recorded[1:])]
+    assert [run["id"] for run in second["runs"]] == [str(recorded[0].id)]
+    assert second["nextCursor"] is None
+    assert first["runs"][0] == {
+        "id": str(recorded[30].id),
+        "taskId": None,
+        "scheduledAt": "2026-01-31T09:00:00+00:00",
+        "createdAt": recorded[30].created_at.isoformat(),
+        "status": "skipped_overlap",
+    }
+
+
+def test_a_run_history_of_exactly_one_page_has_no_next_cursor(api):
+    plan = create(api)
+    _record_runs(plan["id"], 30)
+
+    assert api.get(f"{plan_url(plan['id'])}/runs").json()["nextCursor"] is None
+
+
+@pytest.mark.parametrize("query", [{"before": "not-a-cursor!"}, {"after": "x"}])
+def test_a_bad_run_history_query_is_rejected(api, query):
+    plan = create(api)
+
+    assert error_of(api.get(f"{plan_url(plan['id'])}/runs", query)) == (400, "invalid_request")

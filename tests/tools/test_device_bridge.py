@@ -1,0 +1,238 @@
+"""The ICA v1 device bridge (DESIGN §4): registration, pending invocations, claims and results."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from runtime import services as runtime_services
+from runtime.models import Event, EventType, Run
+from tools import services
+from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState
+
+pytestmark = pytest.mark.django_db
+
+
+def register(api, installation_id="phone-1", tools=("play_sound",)):
+    response = api.post(
+        "/api/v1/devices/register", {"installationId": installation_id, "tools": list(tools)}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    return response.json()["deviceId"]
+
+
+@pytest.fixture
+def device_id(api):
+    return register(api)
+
+
+@pytest.fixture
+def invocation(api, device_id) -> DeviceInvocation:
+    """A play_sound call recorded by a worker holding the run's lease, waiting for the device."""
+    receipt = api.post(
+        "/api/v1/conversation/messages",
+        {"clientMessageId": "m-1", "text": "/tool play_sound", "deviceId": device_id},
+        format="json",
+    ).json()
+    run = Run.objects.get(submission_id=receipt["submissionId"])
+    lease = runtime_services.claim_run(run.id, "worker-a")
+    services.record_call(lease, call_id="call_1", name="play_sound", raw_arguments='{"sound": "chime"}')
+    return DeviceInvocation.objects.select_related("tool_call").get(tool_call__call_id="call_1")
+
+
+def claim(api, invocation_id, device_id):
+    return api.post(f"/api/v1/device-tool-invocations/{invocation_id}/claim", {"deviceId": device_id}, format="json")
+
+
+def report(api, invocation_id, device_id, execution_id, **result):
+    body = {"deviceId": device_id, "executionId": execution_id, "success": True, "output": {"played": True}}
+    return api.post(f"/api/v1/device-tool-invocations/{invocation_id}/result", {**body, **result}, format="json")
+
+
+def error_code(response):
+    return response.json()["error"]["code"]
+
+
+def expire(invocation):
+    DeviceInvocation.objects.filter(id=invocation.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_registering_the_same_installation_again_returns_the_same_device(api):
+    assert register(api, "phone-1") == register(api, "phone-1", tools=["play_sound", "vibrate"])
+
+
+def test_another_users_installation_with_the_same_id_is_another_device(api, other_api):
+    assert register(api, "phone-1") != register(other_api, "phone-1")
+
+
+def test_registration_rejects_unknown_fields(api):
+    response = api.post("/api/v1/devices/register", {"installationId": "x", "tools": [], "name": "x"}, format="json")
+
+    assert response.status_code == 400
+    assert error_code(response) == "invalid_request"
+
+
+def test_a_device_tool_call_is_listed_as_pending_for_its_device(api, invocation, device_id):
+    response = api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending")
+
+    assert response.status_code == 200
+    [listed] = response.json()["invocations"]
+    assert listed["invocationId"] == str(invocation.id)
+    assert listed["toolCallId"] == "call_1"
+    assert listed["deviceId"] == device_id
+    assert listed["toolName"] == "play_sound"
+    assert listed["input"] == {"sound": "chime"}
+    assert listed["expiresAt"]
+
+
+def test_a_claimed_but_unfinished_invocation_is_still_listed(api, invocation, device_id):
+    claim(api, invocation.id, device_id)
+
+    [listed] = api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json()["invocations"]
+    assert listed["status"] == "claimed"
+
+
+def test_another_users_device_invocations_are_not_found(other_api, device_id):
+    response = other_api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending")
+
+    assert response.status_code == 404
+
+
+def test_the_tool_requested_event_tells_the_stream_which_device_must_act(invocation, device_id):
+    event = Event.objects.get(type=EventType.TOOL_REQUESTED)
+
+    assert event.payload["toolCallId"] == "call_1"
+    assert event.payload["device"] == {
+        "invocationId": str(invocation.id),
+        "deviceId": device_id,
+        "expiresAt": invocation.expires_at.isoformat(),
+    }
+
+
+def test_a_claim_returns_an_execution_and_marks_the_call_accepted(api, invocation, device_id):
+    response = claim(api, invocation.id, device_id)
+
+    assert response.status_code == 200
+    assert response.json()["executionId"]
+    assert ToolCall.objects.get(call_id="call_1").state == ToolCallState.ACCEPTED
+    assert Event.objects.filter(type=EventType.TOOL_ACCEPTED).count() == 1
+
+
+def test_the_same_device_claiming_again_gets_the_same_execution(api, invocation, device_id):
+    first = claim(api, invocation.id, device_id).json()
+
+    assert claim(api, invocation.id, device_id).json() == first
+    assert Event.objects.filter(type=EventType.TOOL_ACCEPTED).count() == 1
+
+
+def test_another_user_claiming_gets_not_found(other_api, invocation, device_id):
+    assert claim(other_api, invocation.id, device_id).status_code == 404
+
+
+def test_another_device_of_the_user_claiming_is_refused_as_wrong_device(api, invocation):
+    response = claim(api, invocation.id, register(api, "tablet-1"))
+
+    assert response.status_code == 403
+    assert error_code(response) == "wrong_device"
+
+
+def test_claiming_an_expired_invocation_is_gone(api, invocation, device_id):
+    expire(invocation)
+
+    response = claim(api, invocation.id, device_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "invocation_expired"
+
+
+def test_claiming_a_cancelled_invocation_is_gone(api, invocation, device_id):
+    DeviceInvocation.objects.filter(id=invocation.id).update(status=InvocationStatus.CANCELLED)
+
+    assert error_code(claim(api, invocation.id, device_id)) == "invocation_expired"
+
+
+def test_a_result_is_saved_as_the_calls_receipt(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 200
+    assert response.json() == {"accepted": True, "duplicate": False}
+    call = ToolCall.objects.select_related("receipt").get(call_id="call_1")
+    assert call.state == ToolCallState.SUCCEEDED
+    assert call.receipt.result == {"output": {"played": True}}
+    completed = Event.objects.get(type=EventType.TOOL_COMPLETED)
+    assert completed.payload["output"] == {"played": True}
+
+
+def test_a_reported_failure_is_saved_as_an_error_receipt(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+
+    report(api, invocation.id, device_id, execution_id, success=False, output=None, error="speaker muted")
+
+    call = ToolCall.objects.select_related("receipt").get(call_id="call_1")
+    assert call.state == ToolCallState.FAILED
+    assert call.receipt.result == {"error": {"code": "device_error", "message": "speaker muted"}}
+
+
+def test_an_identical_result_retry_is_accepted_as_a_duplicate_even_after_completion(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    report(api, invocation.id, device_id, execution_id)
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 200
+    assert response.json() == {"accepted": True, "duplicate": True}
+    assert Event.objects.filter(type=EventType.TOOL_COMPLETED).count() == 1
+
+
+def test_a_conflicting_result_retry_is_refused(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    report(api, invocation.id, device_id, execution_id)
+
+    response = report(api, invocation.id, device_id, execution_id, output={"played": False})
+
+    assert response.status_code == 409
+    assert error_code(response) == "result_conflict"
+
+
+def test_a_result_for_another_execution_is_refused(api, invocation, device_id):
+    claim(api, invocation.id, device_id)
+
+    response = report(api, invocation.id, device_id, "00000000-0000-0000-0000-000000000000")
+
+    assert response.status_code == 409
+    assert error_code(response) == "execution_mismatch"
+
+
+def test_a_result_for_an_unclaimed_invocation_is_refused(api, invocation, device_id):
+    response = report(api, invocation.id, device_id, "00000000-0000-0000-0000-000000000000")
+
+    assert response.status_code == 409
+    assert error_code(response) == "not_claimed"
+
+
+def test_a_first_result_after_the_deadline_is_gone(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    expire(invocation)
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "invocation_expired"
+    assert ToolCall.objects.get(call_id="call_1").state == ToolCallState.ACCEPTED
+
+
+def test_another_user_reporting_a_result_gets_not_found(api, other_api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+
+    assert report(other_api, invocation.id, device_id, execution_id).status_code == 404
+
+
+def test_a_result_from_another_device_is_refused_as_wrong_device(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+
+    response = report(api, invocation.id, register(api, "tablet-1"), execution_id)
+
+    assert response.status_code == 403
+    assert error_code(response) == "wrong_device"

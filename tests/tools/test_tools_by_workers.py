@@ -1,0 +1,318 @@
+"""Tool calls driven by the double's `/tool` script, executed by real worker processes.
+
+The dangerous moment for every side-effect class is a worker dying after it dispatched a call and
+before the provider acknowledged the result; each class is killed there.
+"""
+
+import json
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.db import connection
+from django.test import Client
+
+from impo.errors import Conflict
+from runtime.models import Event, EventType, Run, RunState, Submission, Task
+from tests.factories import UserFactory
+from tests.processes import wait_until
+from tools import services
+from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
+
+DEVICE_TIMEOUT_SECONDS = 4
+PLAY_CHIME = '/tool play_sound {"sound": "chime"}'
+
+
+def post_message(api, text, *, client_message_id="m-1", device_id=None):
+    body = {"clientMessageId": client_message_id, "text": text}
+    if device_id:
+        body["deviceId"] = device_id
+    response = api.post("/api/v1/conversation/messages", body, format="json")
+    assert response.status_code == 202, response.json()
+    return response.json()["submissionId"]
+
+
+def run_of(submission_id) -> Run:
+    return Run.objects.select_related("submission__assistant_message").get(submission_id=submission_id)
+
+
+def settled_run(submission_id, timeout=60) -> Run:
+    """The run once it finished or parked for reconciliation."""
+
+    def settled():
+        run = run_of(submission_id)
+        return run if run.is_terminal or run.state == RunState.PENDING_RECONCILIATION else None
+
+    return wait_until(settled, timeout=timeout, what=f"run of submission {submission_id} to settle")
+
+
+def reply(run: Run) -> str:
+    return run.submission.assistant_message.text
+
+
+def tool_reply(name: str, result: dict) -> str:
+    return f"Tool {name} returned: {json.dumps(result, sort_keys=True, separators=(',', ':'))}"
+
+
+def event_types(submission_id) -> list[str]:
+    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
+
+
+@contextmanager
+def notes_table_locked():
+    """Holds the notes table from another session, so a tool touching it blocks mid-call."""
+    settings_dict = connection.settings_dict
+    with psycopg.connect(
+        dbname=settings_dict["NAME"], host=settings_dict["HOST"], port=settings_dict["PORT"], user=settings_dict["USER"]
+    ) as blocker:
+        blocker.execute("LOCK TABLE tools_note IN ACCESS EXCLUSIVE MODE")
+        yield
+        blocker.rollback()
+
+
+def register_device(api) -> str:
+    response = api.post(
+        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
+    )
+    return response.json()["deviceId"]
+
+
+def kill_worker_between_receipt_and_ack(stack, api, rebyte_double, text: str) -> str:
+    """SIGKILLs the worker after the call's receipt committed and before the provider acknowledged it."""
+    rebyte_double.fault("submit_function_call_output", "delay", delay_ms=8000)
+    doomed = stack.start_worker("doomed")
+    stack.start_sweeper()
+    submission_id = post_message(api, text)
+    wait_until(lambda: ToolReceipt.objects.exists(), timeout=30, what="the call's receipt")
+    doomed.kill()
+    stack.start_worker("successor")
+    return submission_id
+
+
+@pytest.fixture
+def device_stack(stack):
+    stack.env["IMPO_DEVICE_TOOL_TIMEOUT_SECONDS"] = str(DEVICE_TIMEOUT_SECONDS)
+    return stack
+
+
+def test_a_read_tools_result_is_given_to_the_agent(stack, api):
+    stack.start_worker()
+
+    run = settled_run(post_message(api, '/tool current_time {"timeZone": "Europe/Paris"}'))
+
+    assert run.state == RunState.COMPLETED
+    receipt = ToolReceipt.objects.get()
+    assert receipt.result["output"]["timeZone"] == "Europe/Paris"
+    assert reply(run) == tool_reply("current_time", receipt.result)
+    assert receipt.submitted_at is not None
+    types = event_types(run.submission_id)
+    assert types.index("tool.requested") < types.index("tool.completed") < types.index("run.completed")
+
+
+def test_a_read_tool_is_repeated_when_its_worker_dies_mid_call(stack, api):
+    doomed = stack.start_worker("doomed")
+    stack.start_sweeper()
+    with notes_table_locked():
+        submission_id = post_message(api, "/tool list_notes")
+        wait_until(
+            lambda: ToolCall.objects.filter(tool_name="list_notes", state=ToolCallState.DISPATCHED).exists(),
+            timeout=30,
+            what="the read to be dispatched",
+        )
+        doomed.kill()
+    stack.start_worker("successor")
+
+    run = settled_run(submission_id)
+
+    assert run.state == RunState.COMPLETED
+    call = ToolCall.objects.get()
+    assert (call.state, call.attempts) == (ToolCallState.SUCCEEDED, 2)
+    assert reply(run) == tool_reply("list_notes", {"output": {"notes": []}})
+
+
+def test_a_read_tool_that_keeps_timing_out_is_reported_to_the_agent_as_a_timeout(stack, api):
+    stack.start_worker()
+    with notes_table_locked():
+        run = settled_run(post_message(api, "/tool list_notes"))
+
+    assert run.state == RunState.COMPLETED
+    call = ToolCall.objects.select_related("receipt").get()
+    assert (call.state, call.attempts, call.error_code) == (ToolCallState.FAILED, 2, "timeout")
+    assert reply(run) == tool_reply("list_notes", call.receipt.result)
+
+
+def test_a_transactional_tool_does_not_act_twice_when_its_worker_dies_before_the_ack(stack, api, rebyte_double):
+    submission_id = kill_worker_between_receipt_and_ack(
+        stack, api, rebyte_double, '/tool save_note {"text": "buy milk"}'
+    )
+
+    run = settled_run(submission_id)
+
+    assert run.state == RunState.COMPLETED
+    assert run.attempts == 2
+    note = Note.objects.get()
+    assert note.text == "buy milk"
+    call = ToolCall.objects.get()
+    assert (call.state, call.attempts) == (ToolCallState.SUCCEEDED, 1)
+    assert reply(run) == tool_reply("save_note", {"output": {"noteId": str(note.id)}})
+    assert event_types(submission_id).count("tool.completed") == 1
+
+
+def test_a_task_created_by_a_redelivered_call_exists_once(stack, api, rebyte_double):
+    submission_id = kill_worker_between_receipt_and_ack(
+        stack, api, rebyte_double, '/tool create_task {"prompt": "research llamas", "title": "Llamas"}'
+    )
+
+    run = settled_run(submission_id)
+
+    assert run.state == RunState.COMPLETED
+    task = Task.objects.get()
+    assert task.title == "Llamas"
+    call = ToolCall.objects.get()
+    task_submission = Submission.objects.get(conversation=task.conversation)
+    assert task_submission.client_message_id == f"tool-call:{call.call_id}"
+    assert call.attempts == 1
+    assert f'"taskId":"{task.id}"' in reply(run)
+
+
+def test_a_task_runs_with_the_narrower_task_catalog(stack, api, rebyte_double):
+    stack.start_worker()
+    main_run = settled_run(post_message(api, '/tool create_task {"prompt": "research llamas"}'))
+    task_run = settled_run(Submission.objects.get(conversation__task__isnull=False).id)
+
+    assert (main_run.state, task_run.state) == (RunState.COMPLETED, RunState.COMPLETED)
+    assert reply(task_run) == "Echo: research llamas"
+    tools_by_turn = {turn["id"]: [tool["name"] for tool in turn["tools"]] for turn in rebyte_double.state()["turns"]}
+    assert tools_by_turn[main_run.remote_turn_id] == ["create_task", "current_time", "list_notes", "save_note"]
+    assert tools_by_turn[task_run.remote_turn_id] == ["current_time", "list_notes", "save_note"]
+
+
+def test_arguments_violating_the_schema_are_reported_to_the_agent_without_acting(stack, api):
+    stack.start_worker()
+
+    run = settled_run(post_message(api, '/tool save_note {"text": 5}'))
+
+    assert run.state == RunState.COMPLETED
+    assert not Note.objects.exists()
+    call = ToolCall.objects.get()
+    assert (call.state, call.attempts, call.error_code) == (ToolCallState.FAILED, 0, "invalid_arguments")
+    assert reply(run) == tool_reply(
+        "save_note", {"error": {"code": "invalid_arguments", "message": "text: 5 is not of type 'string'"}}
+    )
+
+
+def test_a_device_tool_completes_once_its_device_claims_and_reports(device_stack, api):
+    device_stack.start_worker()
+    device_id = register_device(api)
+    submission_id = post_message(api, '/tool play_sound {"sound": "chime"}', device_id=device_id)
+    wait_until(
+        lambda: run_of(submission_id).state == RunState.WAITING_DEVICE,
+        timeout=30,
+        what="the run to wait for the device",
+    )
+    assert api.get(f"/api/v1/submissions/{submission_id}").json()["status"] == "waiting_device"
+
+    [invocation] = api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json()["invocations"]
+    execution = api.post(
+        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/claim", {"deviceId": device_id}, format="json"
+    ).json()
+    api.post(
+        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/result",
+        {"deviceId": device_id, "executionId": execution["executionId"], "success": True, "output": "played"},
+        format="json",
+    )
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert reply(run) == tool_reply("play_sound", {"output": "played"})
+    types = event_types(submission_id)
+    assert types.index("tool.requested") < types.index("tool.accepted") < types.index("tool.completed")
+
+
+def test_a_device_that_never_answers_leaves_the_call_uncertain_and_the_run_pending_reconciliation(device_stack, api):
+    device_stack.start_worker()
+    device_id = register_device(api)
+
+    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.PENDING_RECONCILIATION
+    call = ToolCall.objects.select_related("invocation").get()
+    assert (call.state, call.error_code, call.attempts) == (ToolCallState.UNCERTAIN, "device_timeout", 1)
+    assert call.invocation.status == InvocationStatus.EXPIRED
+    assert not ToolReceipt.objects.exists()
+    uncertain = Event.objects.get(submission_id=submission_id, type=EventType.TOOL_UNCERTAIN)
+    assert uncertain.payload["code"] == "device_timeout"
+    assert api.get(f"/api/v1/submissions/{submission_id}").json()["status"] == "pending_reconciliation"
+
+
+def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_stack, api):
+    doomed = device_stack.start_worker("doomed")
+    device_stack.start_sweeper()
+    device_id = register_device(api)
+    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
+    api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
+    doomed.kill()
+    device_stack.start_worker("successor")
+
+    run = settled_run(submission_id)
+
+    assert run.state == RunState.PENDING_RECONCILIATION
+    assert run.attempts == 2
+    assert DeviceInvocation.objects.count() == 1
+    call = ToolCall.objects.get()
+    assert (call.state, call.attempts) == (ToolCallState.UNCERTAIN, 1)
+
+
+def test_staff_resolving_an_uncertain_call_in_admin_resumes_the_run_with_the_finding(device_stack, api):
+    device_stack.start_worker()
+    submission_id = post_message(api, PLAY_CHIME, device_id=register_device(api))
+    settled_run(submission_id)
+    call = ToolCall.objects.get()
+    staff = UserFactory(username="operator", is_staff=True, is_superuser=True)
+    browser = Client()
+    browser.force_login(staff)
+
+    response = browser.post(
+        "/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]}
+    )
+
+    assert response.status_code == 302
+    run = wait_until(lambda: run_of(submission_id).is_terminal and run_of(submission_id), timeout=60, what="resume")
+    assert run.state == RunState.COMPLETED
+    assert reply(run) == tool_reply(
+        "play_sound", {"error": {"code": "reconciled_failed", "message": "resolved by operator in admin"}}
+    )
+    assert LogEntry.objects.filter(
+        user=staff, object_id=str(call.id), change_message="resolved: the action did not happen"
+    ).exists()
+
+
+def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
+    device_stack.start_worker()
+    submission_id = post_message(api, '/tool current_time {"timeZone": "UTC"}')
+    settled_run(submission_id)
+
+    with pytest.raises(Conflict) as refused:
+        services.resolve_uncertain_call(ToolCall.objects.get().call_id, succeeded=True, note="n/a")
+
+    assert refused.value.code == "not_uncertain"
+
+
+def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_stack, api):
+    device_stack.start_worker()
+    device_id = register_device(api)
+    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
+
+    api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.CANCELLED
+    call = ToolCall.objects.select_related("invocation").get()
+    assert (call.state, call.error_code) == (ToolCallState.FAILED, "cancelled")
+    assert call.invocation.status == InvocationStatus.CANCELLED
+    claim = api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
+    assert claim.json()["error"]["code"] == "invocation_expired"

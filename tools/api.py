@@ -1,0 +1,64 @@
+"""ICA v1 device bridge (DESIGN §4): thin views, validation at the edge, work in services."""
+
+import uuid
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from impo.serializers import json_object_schema, validated
+from tools import selectors, services
+from tools.serializers import (
+    DeviceRegistrationSerializer,
+    InvocationClaimSerializer,
+    InvocationQuerySerializer,
+    InvocationResultSerializer,
+)
+
+_object_response = json_object_schema("ToolsJsonObject")
+
+
+class DeviceRegisterView(APIView):
+    @extend_schema(request=DeviceRegistrationSerializer, responses={200: _object_response})
+    def post(self, request):
+        data = validated(DeviceRegistrationSerializer, request.data).validated_data
+        device = services.register_device(
+            owner=request.user, installation_id=data["installationId"], tools=data["tools"]
+        )
+        return Response({"deviceId": str(device.id)})
+
+
+class DeviceInvocationsView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("status", str, enum=["pending"], description="Pending and claimed ones.")],
+        responses={200: _object_response},
+    )
+    def get(self, request, device_id: uuid.UUID):
+        validated(InvocationQuerySerializer, request.query_params.dict())
+        device = selectors.device_for_owner(request.user, device_id)
+        invocations = selectors.open_invocations(device)
+        return Response({"invocations": [selectors.invocation_to_wire(invocation) for invocation in invocations]})
+
+
+class InvocationClaimView(APIView):
+    @extend_schema(request=InvocationClaimSerializer, responses={200: _object_response})
+    def post(self, request, invocation_id: uuid.UUID):
+        data = validated(InvocationClaimSerializer, request.data).validated_data
+        invocation = services.claim_invocation(
+            owner=request.user, invocation_id=invocation_id, device_id=data["deviceId"]
+        )
+        return Response({"executionId": str(invocation.execution_id), "expiresAt": invocation.expires_at.isoformat()})
+
+
+class InvocationResultView(APIView):
+    @extend_schema(request=InvocationResultSerializer, responses={200: _object_response})
+    def post(self, request, invocation_id: uuid.UUID):
+        serializer = validated(InvocationResultSerializer, request.data)
+        duplicate = services.complete_invocation(
+            owner=request.user,
+            invocation_id=invocation_id,
+            device_id=serializer.validated_data["deviceId"],
+            execution_id=serializer.validated_data["executionId"],
+            report=serializer.report(),
+        )
+        return Response({"accepted": True, "duplicate": duplicate})

@@ -1,0 +1,151 @@
+"""The built-in tools. Registered when the app is ready (tools.apps)."""
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
+
+from runtime.models import ConversationKind
+from tools.models import Note, SideEffect
+from tools.registry import RetryPolicy, ToolDefinition, ToolError, ToolInvocation, registry
+
+EVERYWHERE = frozenset(ConversationKind.values)
+MAIN_CHAT_ONLY = frozenset({ConversationKind.MAIN_CHAT})
+NOTE_MAX = 4000
+TASK_PROMPT_MAX = 4000
+
+
+def current_time(call: ToolInvocation) -> dict:
+    zone_name = call.arguments.get("timeZone") or call.submission.client_context.get("timeZone") or "UTC"
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolError("invalid_arguments", f"timeZone: unknown time zone {zone_name!r}") from None
+    return {"now": datetime.now(zone).isoformat(), "timeZone": zone_name}
+
+
+def list_notes(call: ToolInvocation) -> dict:
+    notes = Note.objects.filter(owner=call.owner).order_by("-created_at")[: call.arguments.get("limit", 10)]
+    return {
+        "notes": [
+            {"noteId": str(note.id), "text": note.text, "createdAt": note.created_at.isoformat()} for note in notes
+        ]
+    }
+
+
+def save_note(call: ToolInvocation) -> dict:
+    # Runs inside the transaction that saves the receipt; the note's unique source_call backs that up.
+    note = Note.objects.create(owner=call.owner, text=call.arguments["text"], source_call_id=call.tool_call_id)
+    return {"noteId": str(note.id)}
+
+
+def create_task(call: ToolInvocation) -> dict:
+    from runtime.services import MessageCommand, open_task
+
+    # Same transaction as the receipt; the client message id derived from the call makes a second
+    # admission for this call impossible (unique per owner) even if the receipt were bypassed.
+    receipt = open_task(
+        owner=call.owner,
+        command=MessageCommand(client_message_id=f"tool-call:{call.call_id}", text=call.arguments["prompt"]),
+        title=call.arguments.get("title"),
+    )
+    return {
+        "taskId": str(receipt.task_id),
+        "conversationId": str(receipt.conversation_id),
+        "submissionId": str(receipt.submission_id),
+    }
+
+
+def _device_tool_timeout() -> float:
+    return settings.IMPO_DEVICE_TOOL_TIMEOUT_SECONDS
+
+
+registry.register(
+    ToolDefinition(
+        name="current_time",
+        description="The current date and time, in the user's time zone unless another is given.",
+        input_schema={
+            "type": "object",
+            "properties": {"timeZone": {"type": "string", "minLength": 1, "maxLength": 64}},
+            "additionalProperties": False,
+        },
+        side_effect=SideEffect.READ,
+        contexts=EVERYWHERE,
+        timeout_seconds=2.0,
+        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
+        handler=current_time,
+    )
+)
+registry.register(
+    ToolDefinition(
+        name="list_notes",
+        description="The user's most recent notes, newest first.",
+        input_schema={
+            "type": "object",
+            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+            "additionalProperties": False,
+        },
+        side_effect=SideEffect.READ,
+        contexts=EVERYWHERE,
+        timeout_seconds=3.0,
+        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
+        handler=list_notes,
+    )
+)
+registry.register(
+    ToolDefinition(
+        name="save_note",
+        description="Saves a note for the user.",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": NOTE_MAX}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        side_effect=SideEffect.TRANSACTIONAL,
+        contexts=EVERYWHERE,
+        timeout_seconds=5.0,
+        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
+        handler=save_note,
+    )
+)
+registry.register(
+    ToolDefinition(
+        name="create_task",
+        description="Starts a background Task that works on the prompt in its own conversation.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "minLength": 1, "maxLength": TASK_PROMPT_MAX},
+                "title": {"type": "string", "minLength": 1, "maxLength": 120},
+            },
+            "required": ["prompt"],
+            "additionalProperties": False,
+        },
+        side_effect=SideEffect.TRANSACTIONAL,
+        contexts=MAIN_CHAT_ONLY,
+        timeout_seconds=10.0,
+        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
+        creates_tasks=True,
+        handler=create_task,
+    )
+)
+registry.register(
+    ToolDefinition(
+        name="play_sound",
+        description="Plays a sound on the user's device.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "sound": {"type": "string", "minLength": 1, "maxLength": 64},
+                "volume": {"type": "number", "minimum": 0, "maximum": 1},
+            },
+            "required": ["sound"],
+            "additionalProperties": False,
+        },
+        side_effect=SideEffect.UNCERTAIN,
+        contexts=MAIN_CHAT_ONLY,
+        timeout_seconds=_device_tool_timeout,
+        device=True,
+    )
+)

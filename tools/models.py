@@ -1,0 +1,175 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class SideEffect(models.TextChoices):
+    READ = "read"  # may be repeated on retry
+    TRANSACTIONAL = "transactional"  # acts once: its effect commits with the call's receipt
+    UNCERTAIN = "uncertain"  # outside our database (hardware, audio): never repeated blindly
+
+
+class ToolCallState(models.TextChoices):
+    REQUESTED = "requested"
+    DISPATCHED = "dispatched"
+    ACCEPTED = "accepted"  # a device claimed it: the request was taken, the outcome is not known yet
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+FINISHED_TOOL_CALL_STATES = frozenset({ToolCallState.SUCCEEDED, ToolCallState.FAILED})
+
+_TOOL_CALL_TRANSITIONS: dict[str, frozenset[str]] = {
+    # A call refused before dispatch (unknown tool, bad arguments) fails without ever acting.
+    ToolCallState.REQUESTED: frozenset({ToolCallState.DISPATCHED, ToolCallState.FAILED}),
+    # dispatched -> dispatched is a retry of a read or a rolled-back transactional attempt.
+    ToolCallState.DISPATCHED: frozenset(
+        {
+            ToolCallState.DISPATCHED,
+            ToolCallState.ACCEPTED,
+            ToolCallState.SUCCEEDED,
+            ToolCallState.FAILED,
+            ToolCallState.UNCERTAIN,
+        }
+    ),
+    ToolCallState.ACCEPTED: frozenset({ToolCallState.SUCCEEDED, ToolCallState.FAILED, ToolCallState.UNCERTAIN}),
+    # Only reconciliation settles an uncertain call, by recording what really happened.
+    ToolCallState.UNCERTAIN: frozenset({ToolCallState.SUCCEEDED, ToolCallState.FAILED}),
+    ToolCallState.SUCCEEDED: frozenset(),
+    ToolCallState.FAILED: frozenset(),
+}
+
+
+class IllegalToolCallTransition(Exception):
+    pass
+
+
+class ToolCall(models.Model):
+    """One function call the provider asked for, keyed by the provider's call id."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey("runtime.Run", on_delete=models.CASCADE, related_name="tool_calls")
+    call_id = models.CharField(max_length=200, unique=True)
+    tool_name = models.CharField(max_length=64)
+    side_effect = models.CharField(max_length=16, choices=SideEffect.choices, blank=True)
+    # The arguments as parsed; `null` when the provider's text was not a JSON object.
+    arguments = models.JSONField(null=True, blank=True)
+    raw_arguments = models.TextField(blank=True)
+    state = models.CharField(max_length=16, choices=ToolCallState.choices, default=ToolCallState.REQUESTED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error_code = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=ToolCallState.values), name="tools_call_state"),
+            # An uncertain action is never repeated blindly: one dispatch, ever.
+            models.CheckConstraint(
+                condition=~Q(side_effect="uncertain") | Q(attempts__lte=1), name="tools_uncertain_dispatched_once"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "created_at"], name="tools_call_run")]
+
+    def __str__(self):
+        return f"{self.tool_name} {self.call_id} ({self.state})"
+
+    def transition_to(self, new_state: str) -> None:
+        """The single gate for state changes; the caller saves."""
+        if new_state not in _TOOL_CALL_TRANSITIONS[self.state]:
+            raise IllegalToolCallTransition(f"tool call {self.call_id}: {self.state} -> {new_state}")
+        self.state = new_state
+
+
+class ToolReceipt(models.Model):
+    """The durable result of a call, saved before it is submitted upstream; a redelivery resubmits it."""
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="receipt")
+    # `{"output": ...}` or `{"error": {"code", "message"}}`; the provider gets its canonical JSON text.
+    result = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"receipt of {self.tool_call_id}"
+
+
+class Device(models.Model):
+    """A user's installation that runs foreground device tools (the web chat page is one)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="devices")
+    installation_id = models.CharField(max_length=256)
+    tools = models.JSONField(default=list)  # names of the device tools it can run
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "installation_id"], name="tools_device_installation"),
+        ]
+
+    def __str__(self):
+        return f"device {self.id} of {self.owner_id}"
+
+
+class InvocationStatus(models.TextChoices):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class DeviceInvocation(models.Model):
+    """A device tool call waiting for one device; only a claim authorises the device to execute it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="invocation")
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="invocations")
+    status = models.CharField(max_length=16, choices=InvocationStatus.choices, default=InvocationStatus.PENDING)
+    expires_at = models.DateTimeField()
+    execution_id = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # The device's report exactly as posted, so an identical retry can be told from a conflicting one.
+    result = models.JSONField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=InvocationStatus.values), name="tools_invocation_status"),
+            models.CheckConstraint(
+                condition=Q(status="pending")
+                | Q(status="expired")
+                | Q(status="cancelled")
+                | Q(execution_id__isnull=False),
+                name="tools_claimed_invocation_has_execution",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="completed") | Q(result__isnull=False), name="tools_completed_invocation_has_result"
+            ),
+        ]
+        indexes = [models.Index(fields=["device", "status"], name="tools_invocation_device")]
+
+    def __str__(self):
+        return f"invocation {self.id} ({self.status})"
+
+
+class Note(models.Model):
+    """What `save_note` writes: one row per tool call at most, enforced by the database."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
+    text = models.TextField()
+    source_call = models.OneToOneField(ToolCall, on_delete=models.PROTECT, related_name="note")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-created_at"], name="tools_note_owner_recent")]
+
+    def __str__(self):
+        return self.text[:50]

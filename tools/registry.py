@@ -1,0 +1,128 @@
+"""The tool registry: what each tool is, who may see it, and how it may fail and be retried.
+
+A tool is offered to an execution context only if its definition names that context. Independently of
+what a definition declares, Tasks never see foreground device tools nor tools that create Tasks
+(DESIGN §3): the registry refuses such a definition outright.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from runtime.models import ConversationKind
+from tools.models import SideEffect
+
+
+class ToolError(Exception):
+    """A failure the agent is told about as the tool's output; the run goes on."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ToolUnavailable(ToolError):
+    """A transient failure: the call may be tried again under its retry policy."""
+
+    def __init__(self, message: str):
+        super().__init__("tool_unavailable", message)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 1
+    backoff_seconds: float = 0.0  # before the second attempt; doubles after each further one
+
+    def delay_before(self, attempt: int) -> float:
+        return self.backoff_seconds * (2 ** max(attempt - 2, 0))
+
+
+@dataclass(frozen=True)
+class ToolInvocation:
+    """What a handler gets: the call, the run's owner and submission, and the validated arguments."""
+
+    tool_call_id: Any
+    call_id: str
+    owner: Any
+    submission: Any
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    input_schema: dict
+    side_effect: str
+    contexts: frozenset[str]
+    timeout_seconds: float | Callable[[], float]
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Runs on the user's device through an invocation the device must claim; has no server handler.
+    device: bool = False
+    creates_tasks: bool = False
+    handler: Callable[[ToolInvocation], Any] | None = None
+
+    def __post_init__(self):
+        if self.side_effect not in SideEffect.values:
+            raise ValueError(f"{self.name}: unknown side-effect class {self.side_effect!r}")
+        unknown = set(self.contexts) - set(ConversationKind.values)
+        if unknown or not self.contexts:
+            raise ValueError(f"{self.name}: contexts must be a non-empty subset of {ConversationKind.values}")
+        if ConversationKind.TASK in self.contexts and (self.device or self.creates_tasks):
+            raise ValueError(f"{self.name}: Tasks never get device tools nor task-creation tools")
+        if self.side_effect == SideEffect.UNCERTAIN and self.retry.attempts != 1:
+            raise ValueError(f"{self.name}: an uncertain tool is never retried")
+        if self.device != (self.handler is None):
+            raise ValueError(f"{self.name}: a device tool has no server handler, every other tool has one")
+        if self.device != (self.side_effect == SideEffect.UNCERTAIN):
+            # The device's claim and report are what make an uncertain outcome knowable; a server-side
+            # uncertain tool would need an outcome check of its own, which nothing provides yet.
+            raise ValueError(f"{self.name}: uncertain tools, and only they, run on a device")
+        Draft202012Validator.check_schema(self.input_schema)
+
+    @property
+    def timeout(self) -> float:
+        return self.timeout_seconds() if callable(self.timeout_seconds) else self.timeout_seconds
+
+    def validation_error(self, arguments: Any) -> str | None:
+        """The first schema violation of `arguments`, as a message for the agent; None when valid."""
+        error = next(iter(sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=str)), None)
+        if error is None:
+            return None
+        where = "/".join(str(part) for part in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
+
+    def to_provider(self) -> dict:
+        return {"type": "function", "name": self.name, "description": self.description, "parameters": self.input_schema}
+
+
+class Registry:
+    def __init__(self):
+        self._tools: dict[str, ToolDefinition] = {}
+
+    def register(self, definition: ToolDefinition) -> ToolDefinition:
+        if definition.name in self._tools:
+            raise ValueError(f"tool {definition.name!r} is already registered")
+        self._tools[definition.name] = definition
+        return definition
+
+    def get(self, name: str) -> ToolDefinition | None:
+        return self._tools.get(name)
+
+    def catalog(self, context: str, *, device_tools: Iterable[str] = ()) -> list[ToolDefinition]:
+        """The tools offered in `context`; device tools only when the run's device can run them."""
+        available = set(device_tools)
+        return sorted(
+            (
+                tool
+                for tool in self._tools.values()
+                if context in tool.contexts and (not tool.device or tool.name in available)
+            ),
+            key=lambda tool: tool.name,
+        )
+
+
+registry = Registry()

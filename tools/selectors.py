@@ -1,0 +1,67 @@
+"""Read paths of tools: the catalog a run is offered, and the device bridge's views. Owner-scoped."""
+
+import uuid
+
+from django.utils import timezone
+
+from impo.errors import NotFound
+from runtime.models import Run, Submission
+from tools.models import Device, DeviceInvocation, InvocationStatus
+from tools.registry import ToolDefinition, registry
+
+
+def device_for_submission(submission: Submission, *, tool_name: str | None = None) -> Device | None:
+    """The owner's registered device the message came from, if it can run `tool_name`."""
+    if submission.device_id is None:
+        return None
+    device = Device.objects.filter(id=submission.device_id, owner_id=submission.owner_id).first()
+    if device is None or (tool_name is not None and tool_name not in device.tools):
+        return None
+    return device
+
+
+def catalog_for_run(run: Run) -> list[ToolDefinition]:
+    """What this run's turn is offered: its context's tools, device tools only with a capable device."""
+    device = device_for_submission(run.submission)
+    return registry.catalog(run.submission.conversation.kind, device_tools=device.tools if device else ())
+
+
+def offered_tool(run: Run, name: str) -> ToolDefinition | None:
+    return next((tool for tool in catalog_for_run(run) if tool.name == name), None)
+
+
+def cancel_requested(run_id) -> bool:
+    return Run.objects.filter(id=run_id, cancel_requested_at__isnull=False).exists()
+
+
+def device_for_owner(owner, device_id: uuid.UUID) -> Device:
+    device = Device.objects.filter(id=device_id, owner=owner).first()
+    if device is None:
+        raise NotFound("No such device.")
+    return device
+
+
+def open_invocations(device: Device) -> list[DeviceInvocation]:
+    """Pending and claimed-but-unfinished invocations still inside their deadline, oldest first."""
+    return list(
+        DeviceInvocation.objects.filter(
+            device=device,
+            status__in=[InvocationStatus.PENDING, InvocationStatus.CLAIMED],
+            expires_at__gt=timezone.now(),
+        )
+        .select_related("tool_call")
+        .order_by("created_at")
+    )
+
+
+def invocation_to_wire(invocation: DeviceInvocation) -> dict:
+    return {
+        "invocationId": str(invocation.id),
+        "toolCallId": invocation.tool_call.call_id,
+        "deviceId": str(invocation.device_id),
+        "expiresAt": invocation.expires_at.isoformat(),
+        "toolName": invocation.tool_call.tool_name,
+        "input": invocation.tool_call.arguments,
+        "status": invocation.status,
+        "executionId": str(invocation.execution_id) if invocation.execution_id else None,
+    }

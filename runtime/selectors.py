@@ -14,12 +14,14 @@ from runtime.models import (
     Event,
     EventType,
     Message,
+    MessageRole,
     Run,
     RunState,
     Submission,
     Task,
 )
 from runtime.projection import event_to_wire
+from tools.selectors import tool_states_by_assistant_message
 
 RESULT_EVENT_TYPES = (EventType.MESSAGE_COMPLETED, EventType.TOOL_COMPLETED)
 
@@ -97,11 +99,12 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
             .select_related("submission")
             .order_by("created_at")
         )
-    has_more = len(messages) > limit
-    messages = messages[:limit]
+        has_more = len(messages) > limit
+        messages = messages[:limit]
+        tool_states = tool_states_by_assistant_message([m.id for m in messages if m.role == MessageRole.ASSISTANT])
     return {
         "conversationId": str(conversation.id),
-        "messages": [_message_to_wire(message) for message in messages],
+        "messages": [_message_to_wire(message, tool_states.get(message.id, [])) for message in messages],
         "activeSubmissions": [
             {
                 "submissionId": str(run.submission_id),
@@ -116,7 +119,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     }
 
 
-def _message_to_wire(message: Message) -> dict:
+def _message_to_wire(message: Message, tools: list[dict]) -> dict:
     return {
         "id": str(message.id),
         "role": message.role,
@@ -124,6 +127,7 @@ def _message_to_wire(message: Message) -> dict:
         "text": message.text,
         "status": message.status,
         "createdAt": message.created_at.isoformat(),
+        "tools": tools,
     }
 
 

@@ -19,7 +19,7 @@ _object_response = json_object_schema("ScheduledTaskJsonObject")
 
 
 class ScheduledTasksView(APIView):
-    @extend_schema(responses={200: _object_response})
+    @extend_schema(operation_id="v1_scheduled_tasks_list", responses={200: _object_response})
     def get(self, request):
         plans = selectors.live_plans_for_owner(request.user)
         return Response({"schedules": [selectors.plan_to_wire(plan) for plan in plans]})

@@ -1,5 +1,7 @@
 """Boundary validation for scheduled-task commands (DESIGN §7); schedule rules live in schedules.py."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictSerializer
@@ -18,6 +20,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class ScheduleObjectField(serializers.Field):
     """Passes the object through; the service validates it with the schedule rules (which need the clock)."""
 

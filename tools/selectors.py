@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from impo.errors import NotFound
 from runtime.models import Run, Submission
-from tools.models import Device, DeviceInvocation, InvocationStatus
+from tools.models import Device, DeviceInvocation, InvocationStatus, ToolCall, ToolCallState
 from tools.registry import ToolDefinition, registry
 
 
@@ -65,3 +65,34 @@ def invocation_to_wire(invocation: DeviceInvocation) -> dict:
         "status": invocation.status,
         "executionId": str(invocation.execution_id) if invocation.execution_id else None,
     }
+
+
+# The client's words for a call's execution state: the same as the `tool.*` events' (DESIGN §4).
+_WIRE_TOOL_STATE = {
+    ToolCallState.REQUESTED: "requested",
+    ToolCallState.DISPATCHED: "requested",
+    ToolCallState.ACCEPTED: "accepted",
+    ToolCallState.SUCCEEDED: "completed",
+    ToolCallState.FAILED: "failed",
+    ToolCallState.UNCERTAIN: "uncertain",
+}
+
+
+def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]:
+    """Each assistant message's tool calls with their execution state, for a history page to rebuild."""
+    calls = (
+        ToolCall.objects.filter(run__submission__assistant_message_id__in=message_ids)
+        .values("run__submission__assistant_message_id", "call_id", "tool_name", "state", "error_code")
+        .order_by("created_at")
+    )
+    states: dict[uuid.UUID, list[dict]] = {}
+    for call in calls:
+        states.setdefault(call["run__submission__assistant_message_id"], []).append(
+            {
+                "toolCallId": call["call_id"],
+                "toolName": call["tool_name"],
+                "state": _WIRE_TOOL_STATE[call["state"]],
+                "errorCode": call["error_code"] or None,
+            }
+        )
+    return states

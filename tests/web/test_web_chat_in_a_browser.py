@@ -1,5 +1,6 @@
 """The web chat in headless Chromium against daphne, a real worker and the Rebyte double."""
 
+import json
 import shutil
 
 import pytest
@@ -18,6 +19,8 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # The page plays `play_sound` through Web Audio; a real tab gets this from the user's first click.
+    "--autoplay-policy=no-user-gesture-required",
 ]
 
 
@@ -92,3 +95,48 @@ def test_the_login_page_refuses_a_wrong_password(browser_page, user):
     browser_page.click("button[type=submit]")
 
     assert "didn't match" in browser_page.locator(".error").inner_text()
+
+
+def history(page) -> dict:
+    return page.evaluate("() => fetch('/api/v1/conversation').then((response) => response.json())")
+
+
+def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(browser_page, user):
+    log_in(browser_page, user)
+
+    send(browser_page, '/tool play_sound {"sound": "chime"}')
+
+    reply = last_assistant(browser_page)
+    reply.locator(".status-completed").wait_for()
+    played = {"output": {"durationMs": 400, "played": "chime"}}
+    expected_reply = f"Tool play_sound returned: {json.dumps(played, separators=(',', ':'))}"
+    assert reply.locator(".text").inner_text() == expected_reply
+    assert reply.locator(".tool").inner_text() == "play_sound: completed"
+    receipts = browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))")
+    [receipt] = receipts.values()
+    assert receipt["delivered"] is True and receipt["answer"] == "accepted"
+    assert receipt["result"]["success"] is True and receipt["result"]["output"] == played["output"]
+
+    browser_page.reload()
+    browser_page.wait_for_selector("#connection[data-state=live]")
+
+    # The reloaded page rebuilds the tool's state from execution state, and nothing ran again.
+    assert last_assistant(browser_page).locator(".tool").inner_text() == "play_sound: completed"
+    assert history(browser_page)["messages"][-1]["tools"] == [
+        {"toolCallId": receipt_call_id(browser_page), "toolName": "play_sound", "state": "completed", "errorCode": None}
+    ]
+    assert browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))") == receipts
+
+
+def receipt_call_id(page) -> str:
+    return page.locator(".role-assistant .tool").last.get_attribute("data-tool-call-id")
+
+
+def test_a_sound_the_browser_cannot_play_is_reported_as_the_devices_error(browser_page, user):
+    log_in(browser_page, user)
+
+    send(browser_page, '/tool play_sound {"sound": "kazoo"}')
+
+    reply = last_assistant(browser_page)
+    reply.locator(".status-completed").wait_for()
+    assert reply.locator(".tool").inner_text() == 'play_sound: failed — No sound named "kazoo".'

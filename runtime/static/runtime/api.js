@@ -67,9 +67,9 @@
     return result;
   }
 
-  // Posts `text` to `url` as a new command, remembered until the server has answered it for good.
-  async function sendOnce(url, text) {
-    const command = { url, body: { clientMessageId: newId(), text } };
+  // Posts `fields` ({text, deviceId?}) to `url` as a new command, remembered until answered for good.
+  async function sendOnce(url, fields) {
+    const command = { url, body: { clientMessageId: newId(), ...fields } };
     savePending([...pendingCommands(), command]);
     return post(command);
   }

@@ -12,6 +12,7 @@
   const conversationId = root.dataset.conversationId;
   const historyUrl = root.dataset.historyUrl;
   const sendUrl = root.dataset.sendUrl;
+  const isDevice = root.dataset.device === "on"; // Main Chat only: Tasks never get device tools
   const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
   const state = {
@@ -41,6 +42,12 @@
       after = page.nextAfterSequence;
     } while (page.hasMore);
     state.messages = messages;
+    state.tools = new Map();
+    for (const message of messages.values()) {
+      for (const tool of message.tools || []) {
+        state.tools.set(tool.toolCallId, { messageId: message.id, toolName: tool.toolName, state: tool.state, detail: tool.errorCode || "" });
+      }
+    }
     state.active = new Map(page.activeSubmissions.map((s) => [s.submissionId, { messageId: s.messageId, status: s.status }]));
     state.lastSeq = page.lastEventSeq;
     render();
@@ -125,6 +132,8 @@
     },
     "tool.requested"(event) {
       trackTool(event, "requested");
+      // Only the listing + claim authorise running it; the event is a wake-up, never an order.
+      if (isDevice && event.payload.device && event.payload.device.deviceId === ImpoDevice.id) ImpoDevice.check();
     },
     "tool.accepted"(event) {
       trackTool(event, "accepted");
@@ -197,6 +206,7 @@
       // The close may have hidden the end of a run: the history is the truth, not the last frame seen.
       if (state.active.size) await loadHistory();
       connect();
+      if (isDevice) ImpoDevice.check();
     } catch (error) {
       setTimeout(reconnect, retryDelay);
     }
@@ -208,7 +218,7 @@
     if (!text.trim()) return;
     errorBox.hidden = true;
     composer.text.value = "";
-    const result = await ImpoApi.sendOnce(sendUrl, text);
+    const result = await ImpoApi.sendOnce(sendUrl, isDevice ? { text, deviceId: ImpoDevice.id } : { text });
     if (!result.ok) {
       ImpoApi.showError(errorBox, result.body);
       if (result.status && result.status < 500) composer.text.value = text;
@@ -216,9 +226,11 @@
   });
 
   (async function start() {
+    if (isDevice) await ImpoDevice.register();
     await loadHistory();
     connect();
     await ImpoApi.resendPending(sendUrl);
+    if (isDevice) await ImpoDevice.check();
   })().catch((error) => ImpoApi.showError(errorBox, { error: { message: String(error) } }));
 
   window.ImpoChat = { state };

@@ -6,7 +6,7 @@ PGHOST ?= 127.0.0.1
 PGUSER ?= postgres
 DATABASE ?= impo
 
-.PHONY: run test install database browser lint
+.PHONY: run test chaos install database browser lint
 
 run: install database
 	mkdir -p var
@@ -16,6 +16,11 @@ run: install database
 
 test: install database browser
 	$(BIN)/python -m pytest
+
+# A longer, wider chaos run than the suite's; IMPO_CHAOS_SEED replays one. Prints its figures.
+chaos: install database
+	IMPO_CHAOS_SECONDS=$${IMPO_CHAOS_SECONDS:-120} IMPO_CHAOS_CONVERSATIONS=$${IMPO_CHAOS_CONVERSATIONS:-12} \
+		IMPO_CHAOS_MESSAGES=$${IMPO_CHAOS_MESSAGES:-20} $(BIN)/python -m pytest tests/chaos -q
 
 install: $(BIN)/.installed
 

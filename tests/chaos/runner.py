@@ -1,0 +1,446 @@
+"""The chaos scenario runner: real processes, concurrent clients, injected faults, bounded and seeded.
+
+Every conversation is driven by one thread over REST (daphne) while a websocket watcher records
+what the client saw. A fault thread meanwhile kills workers, arms the Rebyte double's fault knobs,
+redelivers Celery wake-ups and cuts client sockets. What happened is kept in plain records so the
+invariant checker can compare it with the database and the double afterwards.
+"""
+
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+
+from tests.chaos.websocket import Closed, WebsocketConnection
+from tests.processes import ServiceProcess, Stack, wait_until
+
+SETTLED_STATES = {"completed", "failed", "cancelled", "pending_reconciliation"}
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seed: int
+    conversations: int
+    messages_per_conversation: int
+    seconds: float
+    users: int
+    workers: int
+    tools: bool
+
+    @classmethod
+    def from_environment(cls, *, conversations: int, messages: int, seconds: float, tools: bool) -> "ChaosConfig":
+        env = os.environ.get
+        return cls(
+            seed=int(env("IMPO_CHAOS_SEED") or random.SystemRandom().randrange(1 << 32)),
+            conversations=int(env("IMPO_CHAOS_CONVERSATIONS") or conversations),
+            messages_per_conversation=int(env("IMPO_CHAOS_MESSAGES") or messages),
+            seconds=float(env("IMPO_CHAOS_SECONDS") or seconds),
+            users=int(env("IMPO_CHAOS_USERS") or 3),
+            workers=max(2, int(env("IMPO_CHAOS_WORKERS") or 2)),
+            tools=tools,
+        )
+
+
+@dataclass
+class ChaosUser:
+    id: int
+    token: str
+
+
+@dataclass
+class Command:
+    """One accepted client command, as the client knows it."""
+
+    client_message_id: str
+    text: str
+    submission_id: str
+    note_text: str | None = None  # set for a `save_note` tool command
+    cancel_requested: bool = False
+
+
+@dataclass
+class Connection:
+    after: int
+    seqs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ConversationRecord:
+    index: int
+    user: ChaosUser
+    kind: str  # "main_chat" | "task"
+    conversation_id: str | None = None
+    task_id: str | None = None
+    commands: list[Command] = field(default_factory=list)
+    connections: list[Connection] = field(default_factory=list)
+    seen: dict[int, dict] = field(default_factory=dict)  # seq -> first event received with it
+    duplicates_seen: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class SocketWatcher:
+    """One client's view of a conversation over the websocket; reconnects when told to, from its last seq."""
+
+    def __init__(self, ws_url: str, record: ConversationRecord, rng: random.Random):
+        self._url = ws_url
+        self._record = record
+        self._rng = rng
+        self._stop = threading.Event()
+        self._reconnect = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, name=f"ws-{record.index}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def last_seq(self) -> int:
+        with self._lock:
+            return max(self._record.seen, default=0)
+
+    def request_reconnect(self) -> None:
+        self._reconnect.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            # A reconnecting client may ask for a little overlap; de-duplication by seq must cope.
+            after = max(0, self.last_seq - self._rng.choice([0, 0, 1, 3]))
+            try:
+                socket = WebsocketConnection(f"{self._url}&after={after}")
+            except Exception as exc:  # noqa: BLE001  (a refused or failed connect is recorded, then retried)
+                self._record.errors.append(f"websocket connect failed: {exc!r}")
+                time.sleep(0.5)  # pacing a client's retry, not waiting for a condition
+                continue
+            connection = Connection(after=after)
+            self._record.connections.append(connection)
+            try:
+                self._read(socket, connection)
+            finally:
+                socket.abort()
+            self._reconnect.clear()
+
+    def _read(self, socket: WebsocketConnection, connection: Connection) -> None:
+        while not self._stop.is_set() and not self._reconnect.is_set():
+            try:
+                event = socket.receive_json(timeout=0.3)
+            except TimeoutError:
+                continue
+            except Closed:
+                return
+            connection.seqs.append(event["seq"])
+            with self._lock:
+                if event["seq"] in self._record.seen:
+                    self._record.duplicates_seen += 1
+                else:
+                    self._record.seen[event["seq"]] = event
+
+
+@dataclass
+class Figures:
+    scenarios: int = 0
+    commands: int = 0
+    faults: Counter = field(default_factory=Counter)
+    outcomes: Counter = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+    def summary(self, seed: int) -> str:
+        faults = ", ".join(f"{name}={count}" for name, count in sorted(self.faults.items())) or "none"
+        outcomes = ", ".join(f"{name}={count}" for name, count in sorted(self.outcomes.items()))
+        lines = [
+            f"chaos seed={seed} (rerun with IMPO_CHAOS_SEED={seed})",
+            f"  scenarios (conversations): {self.scenarios}, commands accepted: {self.commands}",
+            f"  faults injected: {sum(self.faults.values())} ({faults})",
+            f"  run outcomes: {outcomes}",
+            f"  violations found: {len(self.violations)}",
+            *(f"    - {violation}" for violation in self.violations),
+        ]
+        return "\n".join(lines)
+
+
+class ChaosRun:
+    def __init__(self, config: ChaosConfig, stack: Stack, web_url: str, users: list[ChaosUser]):
+        self.config = config
+        self.stack = stack
+        self.web_url = web_url
+        self.ws_base = web_url.replace("http://", "ws://")
+        self.users = users
+        self.rng = random.Random(config.seed)
+        self.figures = Figures()
+        self.records: list[ConversationRecord] = []
+        self.watchers: dict[int, SocketWatcher] = {}
+        self.workers: list[ServiceProcess] = []
+        self.deadline = 0.0
+        self._driving_done = threading.Event()
+        self._fault_lock = threading.Lock()
+
+    # --- the whole run ---------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        self.deadline = time.monotonic() + self.config.seconds
+        self.stack.double.configure(delta_delay_ms=40, delta_chunks=5)
+        self.workers = [self.stack.start_worker(f"chaos-worker-{n}") for n in range(self.config.workers)]
+        self.stack.start_sweeper()
+        self.records = [self._plan(index) for index in range(self.config.conversations)]
+        self.figures.scenarios = len(self.records)
+        drivers = [
+            threading.Thread(target=self._drive, args=(record, random.Random(self.rng.random())), daemon=True)
+            for record in self.records
+        ]
+        faults = threading.Thread(target=self._inject_faults, name="faults", daemon=True)
+        faults.start()
+        for driver in drivers:
+            driver.start()
+        for driver in drivers:
+            driver.join(timeout=max(1.0, self.deadline - time.monotonic() + 120))
+        self._driving_done.set()
+        faults.join(timeout=120)
+        self._replace_dead_workers()
+
+    def settle(self, timeout: float) -> None:
+        """Waits until every run is settled and every watcher has caught up with its conversation."""
+        from runtime.models import Run
+
+        submission_ids = [command.submission_id for record in self.records for command in record.commands]
+        wait_until(
+            lambda: not Run.objects.filter(submission_id__in=submission_ids).exclude(state__in=SETTLED_STATES).exists(),
+            timeout=timeout,
+            interval=0.25,
+            what="every chaos run to settle",
+        )
+        self._wait_for_watchers(timeout=30)
+
+    def stop_watchers(self) -> None:
+        for watcher in self.watchers.values():
+            watcher.stop()
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    def _plan(self, index: int) -> ConversationRecord:
+        user = self.users[index % len(self.users)]
+        # Each user's first conversation is its Main Chat; the rest are Tasks, each with its own session.
+        kind = "main_chat" if index < len(self.users) else "task"
+        return ConversationRecord(index=index, user=user, kind=kind)
+
+    def _drive(self, record: ConversationRecord, rng: random.Random) -> None:
+        try:
+            with httpx.Client(
+                base_url=self.web_url, headers={"Authorization": f"Bearer {record.user.token}"}, timeout=20
+            ) as http:
+                for number in range(self.config.messages_per_conversation):
+                    if time.monotonic() > self.deadline:
+                        break
+                    command = self._send(http, record, number, rng)
+                    if record.index not in self.watchers:
+                        self._watch(record)
+                    self._maybe_retry_and_cancel(http, record, command, rng)
+                    self._await_settled(http, command)
+                    time.sleep(rng.uniform(0, 0.4))  # a user's think time, to spread the load
+        except Exception as exc:  # noqa: BLE001  (a crashed driver is reported as a violation, not lost)
+            record.errors.append(f"driver crashed: {exc!r}")
+
+    def _send(self, http: httpx.Client, record: ConversationRecord, number: int, rng: random.Random) -> Command:
+        note_text = None
+        if self.config.tools and rng.random() < 0.25:
+            note_text = f"note {record.index}.{number} {uuid.uuid4().hex[:8]}"
+            text = "/tool save_note " + json.dumps({"text": note_text})
+        else:
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9)))
+            text = f"chaos {record.index}.{number} {words}"
+        client_message_id = str(uuid.uuid4())
+        body = {"clientMessageId": client_message_id, "text": text}
+        if record.kind == "task" and record.task_id is None:
+            receipt = self._post(http, "/api/v1/tasks", body)
+            record.task_id, record.conversation_id = receipt["taskId"], receipt["conversationId"]
+        elif record.kind == "task":
+            receipt = self._post(http, f"/api/v1/tasks/{record.task_id}/messages", body)
+        else:
+            receipt = self._post(http, "/api/v1/conversation/messages", body)
+            if record.conversation_id is None:
+                record.conversation_id = http.get("/api/v1/conversation").raise_for_status().json()["conversationId"]
+        command = Command(client_message_id, text, receipt["submissionId"], note_text=note_text)
+        record.commands.append(command)
+        return command
+
+    def _post(self, http: httpx.Client, path: str, body: dict) -> dict:
+        response = http.post(path, json=body)
+        if response.status_code != 202:
+            raise AssertionError(f"POST {path} {body} answered {response.status_code}: {response.text}")
+        return response.json()
+
+    def _maybe_retry_and_cancel(
+        self, http: httpx.Client, record: ConversationRecord, command: Command, rng: random.Random
+    ) -> None:
+        if rng.random() < 0.2:
+            # The client lost the 202 and posts the same command again: it must get the same receipt.
+            self._count("client_resend")
+            path = {
+                ("task", True): "/api/v1/tasks",
+                ("task", False): f"/api/v1/tasks/{record.task_id}/messages",
+            }.get((record.kind, len(record.commands) == 1), "/api/v1/conversation/messages")
+            receipt = self._post(http, path, {"clientMessageId": command.client_message_id, "text": command.text})
+            if receipt["submissionId"] != command.submission_id:
+                record.errors.append(
+                    f"resent {command.client_message_id} got submission {receipt['submissionId']}, "
+                    f"not the original {command.submission_id}"
+                )
+        if rng.random() < 0.08:
+            time.sleep(rng.uniform(0, 0.5))  # cancel at a random point of the run
+            self._count("client_cancel")
+            command.cancel_requested = True
+            http.post(f"/api/v1/submissions/{command.submission_id}/cancel", json={}).raise_for_status()
+
+    def _await_settled(self, http: httpx.Client, command: Command) -> None:
+        def settled():
+            response = http.get(f"/api/v1/submissions/{command.submission_id}")
+            return response.status_code == 200 and response.json()["status"] in SETTLED_STATES
+
+        wait_until(settled, timeout=180, interval=0.2, what=f"submission {command.submission_id} to settle")
+
+    def _watch(self, record: ConversationRecord) -> None:
+        url = f"{self.ws_base}/ws/v1/conversations/{record.conversation_id}/?token={record.user.token}"
+        watcher = SocketWatcher(url, record, random.Random(self.rng.random()))
+        self.watchers[record.index] = watcher
+        watcher.start()
+
+    def _wait_for_watchers(self, timeout: float) -> None:
+        from runtime.models import Conversation
+
+        targets = dict(
+            Conversation.objects.filter(
+                id__in=[record.conversation_id for record in self.records if record.conversation_id]
+            ).values_list("id", "last_event_seq")
+        )
+
+        def caught_up():
+            return all(
+                watcher.last_seq >= targets[uuid.UUID(self.records[index].conversation_id)]
+                for index, watcher in self.watchers.items()
+            )
+
+        try:
+            wait_until(caught_up, timeout=timeout, interval=0.2, what="every websocket client to catch up")
+        except TimeoutError as exc:
+            self.figures.violations.append(str(exc))
+
+    # --- faults ----------------------------------------------------------------------------------
+
+    def _inject_faults(self) -> None:
+        from django.db import connection
+
+        try:
+            self._inject_faults_until_done()
+        finally:
+            connection.close()  # this thread's own connection would keep the test database from dropping
+
+    def _inject_faults_until_done(self) -> None:
+        rng = random.Random(self.rng.random())
+        kinds = [
+            (self._kill_worker, 2),
+            (self._provider_fault, 5),
+            (self._duplicate_delivery, 3),
+            (self._reconnect_client, 3),
+        ]
+        # Every run kills at least one worker mid-flight; the rest is drawn by weight.
+        inject = self._kill_worker
+        while not self._driving_done.is_set() and time.monotonic() < self.deadline:
+            time.sleep(rng.uniform(0.3, 1.5))  # pacing the injection, not waiting for a condition
+            inject(rng)
+            inject = rng.choices([kind for kind, _ in kinds], weights=[weight for _, weight in kinds])[0]
+
+    def _count(self, name: str) -> None:
+        with self._fault_lock:
+            self.figures.faults[name] += 1
+
+    def _kill_worker(self, rng: random.Random) -> None:
+        victim = rng.choice(self.workers)
+        victim.kill()
+        self._count("worker_sigkill")
+        self.workers.remove(victim)
+        self.workers.append(self.stack.start_worker(f"chaos-worker-r{sum(self.figures.faults.values())}"))
+
+    def _replace_dead_workers(self) -> None:
+        for worker in [worker for worker in self.workers if not worker.alive]:
+            self.workers.remove(worker)
+            self.workers.append(self.stack.start_worker("chaos-worker-late"))
+
+    PROVIDER_FAULTS = [
+        ("create_agent", "drop_response", {}),
+        ("create_session", "drop_response", {}),
+        ("create_turn", "drop_response", {}),
+        ("create_turn", "http_error", {"status": 503}),
+        ("create_session", "http_error", {"status": 502}),
+        ("create_turn", "delay", {"delay_ms": 1500}),
+        ("turn_events", "delay", {"delay_ms": 1200}),
+        ("turn_events", "cut_stream", {"after_events": 1}),
+        ("turn_events", "cut_stream", {"after_events": 3}),
+        ("list_turns", "http_error", {"status": 503}),
+        ("submit_function_call_output", "drop_response", {}),
+        ("submit_function_call_output", "http_error", {"status": 503}),
+    ]
+
+    def _provider_fault(self, rng: random.Random) -> None:
+        op, mode, options = rng.choice(self.PROVIDER_FAULTS)
+        self.stack.double.fault(op, mode, times=rng.randint(1, 2), **options)
+        self._count(f"{op}:{mode}")
+
+    def _duplicate_delivery(self, rng: random.Random) -> None:
+        from impo.celery import app
+        from runtime.models import Run
+
+        submission_ids = [command.submission_id for record in self.records for command in record.commands]
+        candidates = list(Run.objects.filter(submission_id__in=submission_ids).values_list("id", flat=True))
+        if not candidates:
+            return
+        run_id = rng.choice(candidates)
+        for _ in range(rng.randint(1, 3)):
+            app.send_task("runtime.execute_run", args=[str(run_id)])
+            self._count("duplicate_delivery")
+
+    def _reconnect_client(self, rng: random.Random) -> None:
+        if not self.watchers:
+            return
+        self.watchers[rng.choice(list(self.watchers))].request_reconnect()
+        self._count("client_reconnect")
+
+
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "ünïcode",
+    "日本",
+    "emoji🙂",
+]

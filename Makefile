@@ -6,7 +6,7 @@ PGHOST ?= 127.0.0.1
 PGUSER ?= postgres
 DATABASE ?= impo
 
-.PHONY: run test chaos install database browser lint
+.PHONY: run test chaos bench install database browser lint
 
 run: install database
 	mkdir -p var
@@ -21,6 +21,10 @@ test: install database browser
 chaos: install database
 	IMPO_CHAOS_SECONDS=$${IMPO_CHAOS_SECONDS:-120} IMPO_CHAOS_CONVERSATIONS=$${IMPO_CHAOS_CONVERSATIONS:-12} \
 		IMPO_CHAOS_MESSAGES=$${IMPO_CHAOS_MESSAGES:-20} $(BIN)/python -m pytest tests/chaos -q
+
+# Figures against same-run baselines, in a scratch database of its own; see bench/RESULTS.md.
+bench: install
+	$(BIN)/python -m bench
 
 install: $(BIN)/.installed
 

@@ -37,6 +37,15 @@ class CleanTextField(serializers.CharField):
         return value
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """Only JSON true or false: DRF's own field would also take "yes", 1 and "on"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Must be true or false.")
+        return data
+
+
 def validated(serializer_class, data) -> serializers.Serializer:
     """A bound serializer whose data passed validation; a failure is the ICA 400 `invalid_request`."""
     serializer = serializer_class(data=data)

@@ -66,9 +66,20 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/impo"),
 }
-# Connections are reused by workers; health checks drop ones the server closed.
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if env.bool("DATABASE_POOL", default=False):
+    # The web process (impo/asgi.py asks for this) borrows connections from a pool per request: under ASGI a
+    # persistent connection belongs to one request's thread and leaks, and a fresh one per request forks a
+    # PostgreSQL backend each time.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
+        "timeout": 10,
+    }
+else:
+    # Workers and commands keep one connection each; health checks drop ones the server closed.
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"NAME": env("DJANGO_TEST_DATABASE", default=None)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -105,7 +116,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["impo.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "impo.errors.ica_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "impo.openapi.ImpoAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -114,12 +125,16 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Durable agent execution: commands, submissions, history, tasks, devices, schedules.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Request bodies get their own components, so input-only rules (no unknown fields) stay off the responses.
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 100, "expiry": 60},
+        # redis-py 8 caps a pool at 100 connections and fails the 101st instead of waiting; a web process
+        # with a thousand sockets joins and leaves groups concurrently (all at once when a network drops).
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}], "capacity": 100, "expiry": 60},
     },
 }
 

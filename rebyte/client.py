@@ -14,7 +14,9 @@ Failure classes matter more than anything else here, because callers build recov
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -364,6 +366,12 @@ def _error_from_response(response: httpx.Response, operation: str, *, idempotent
     return kind(message, operation=operation, status_code=status, code=code)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # Building a context loads the CA bundle (about 40 ms); a worker opens a client per run, so it is built once.
+    return httpx.create_ssl_context()
+
+
 class RebyteClient:
     """`base_url` includes the API version, e.g. `https://api.rebyte.ai/v1` or `http://127.0.0.1:8765/v1`."""
 
@@ -381,6 +389,7 @@ class RebyteClient:
             # No key, no header: the provider answers 401, which surfaces as RebyteAuthError.
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout,
+            verify=_tls_context(),
         )
         # A stream is idle between events; the server sends keepalive comments well inside this read timeout.
         self._stream_timeout = httpx.Timeout(timeout, read=stream_timeout)

@@ -2,10 +2,11 @@
 
 import uuid
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import StrictSerializer, json_object_schema, validated
 from runtime import selectors, services
 from runtime.serializers import (
@@ -16,10 +17,6 @@ from runtime.serializers import (
     TaskReceiptSerializer,
 )
 
-_page_parameters = [
-    OpenApiParameter("afterSequence", int, description="Return messages with a larger sequence."),
-    OpenApiParameter("limit", int, description="1 to 100 messages; 50 by default."),
-]
 _object_response = json_object_schema("JsonObject")
 
 
@@ -33,7 +30,9 @@ def _page_of(conversation, query_params) -> dict:
 
 
 class MainChatMessagesView(APIView):
-    @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
+    @extend_schema(
+        request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 409, *WRITE_ERRORS)
+    )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command()
         receipt = services.submit_main_chat_message(owner=request.user, command=command)
@@ -41,18 +40,18 @@ class MainChatMessagesView(APIView):
 
 
 class MainChatConversationView(APIView):
-    @extend_schema(parameters=_page_parameters, responses={200: _object_response})
+    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400))
     def get(self, request):
         conversation = services.ensure_main_conversation(request.user)
         return Response(_page_of(conversation, request.query_params))
 
 
 class TasksView(APIView):
-    @extend_schema(responses={200: _object_response})
+    @extend_schema(responses=responses({200: _object_response}))
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
-    @extend_schema(request=TaskCreateSerializer, responses={202: TaskReceiptSerializer})
+    @extend_schema(request=TaskCreateSerializer, responses=responses({202: TaskReceiptSerializer}, 409, *WRITE_ERRORS))
     def post(self, request):
         serializer = validated(TaskCreateSerializer, request.data)
         receipt = services.create_task(
@@ -69,7 +68,10 @@ class TasksView(APIView):
 
 
 class TaskMessagesView(APIView):
-    @extend_schema(request=MessageCommandSerializer, responses={202: MessageReceiptSerializer})
+    @extend_schema(
+        request=MessageCommandSerializer,
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *WRITE_ERRORS),
+    )
     def post(self, request, task_id: uuid.UUID):
         command = validated(MessageCommandSerializer, request.data).to_command()
         receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
@@ -77,7 +79,7 @@ class TaskMessagesView(APIView):
 
 
 class TaskConversationView(APIView):
-    @extend_schema(parameters=_page_parameters, responses={200: _object_response})
+    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, task_id: uuid.UUID):
         task = selectors.task_for_owner(request.user, task_id)
         return Response(
@@ -86,7 +88,7 @@ class TaskConversationView(APIView):
 
 
 class SubmissionView(APIView):
-    @extend_schema(responses={200: _object_response})
+    @extend_schema(responses=responses({200: _object_response}, 404))
     def get(self, request, submission_id: uuid.UUID):
         submission = selectors.submission_for_owner(request.user, submission_id)
         return Response(selectors.submission_to_wire(submission))
@@ -97,7 +99,7 @@ class EmptyBodySerializer(StrictSerializer):
 
 
 class SubmissionCancelView(APIView):
-    @extend_schema(request=EmptyBodySerializer, responses={200: _object_response})
+    @extend_schema(request=EmptyBodySerializer, responses=responses({200: _object_response}, 404, *WRITE_ERRORS))
     def post(self, request, submission_id: uuid.UUID):
         validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)

@@ -5,9 +5,14 @@ periodic job can reproduce from the database (the sweeper re-wakes runs; websock
 re-read the event log when they see a gap in `seq`).
 """
 
-from collections.abc import Callable
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine
 
 from django.db import transaction
+
+PUBLISH_TIMEOUT_SECONDS = 5.0
 
 
 def send_after_commit(send: Callable[[], None]) -> None:
@@ -26,17 +31,45 @@ def publish_events(conversation_id, wire_events: list[dict]) -> None:
     if not wire_events:
         return
 
-    def push():
-        from asgiref.sync import async_to_sync
+    async def push_in_order():
         from channels.layers import get_channel_layer
 
         layer = get_channel_layer()
         group = conversation_group(conversation_id)
         for wire_event in wire_events:
-            async_to_sync(layer.group_send)(group, {"type": "conversation.event", "event": wire_event})
+            await layer.group_send(group, {"type": "conversation.event", "event": wire_event})
 
-    send_after_commit(push)
+    send_after_commit(lambda: _publisher.run(push_in_order()))
 
 
 def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
+
+
+class _PublisherLoop:
+    """One event loop per process for channel-layer sends made from synchronous code.
+
+    `async_to_sync` outside a running loop (a Celery worker, the sweeper) makes a new loop per call, and
+    channels_redis opens a Redis connection per loop: about 4 ms per published event. A long-lived loop keeps
+    one connection pool. It is created lazily and per pid, so a prefork child never inherits its parent's.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid: int | None = None
+
+    def run(self, coroutine: Coroutine) -> None:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
+        future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                self._loop = asyncio.new_event_loop()
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop.run_forever, name="channel-layer-publisher", daemon=True).start()
+            return self._loop
+
+
+_publisher = _PublisherLoop()

@@ -1,10 +1,9 @@
 """Boundary validation for runtime commands (ICA v1 §2 input rules)."""
 
-import zoneinfo
-
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictSerializer
+from impo.time_zones import iana_time_zone_names
 from runtime.services import TASK_TITLE_MAX, MessageCommand
 
 MESSAGE_TEXT_MAX = 32_768
@@ -13,17 +12,13 @@ CLIENT_MESSAGE_ID_MAX = 256
 
 
 class ClientContextSerializer(StrictSerializer):
-    timeZone = serializers.CharField(required=False, allow_null=True, max_length=64)
+    timeZone = serializers.ChoiceField(
+        choices=sorted(iana_time_zone_names()),
+        required=False,
+        allow_null=True,
+        error_messages={"invalid_choice": "Must be an IANA time zone name."},
+    )
     currentDate = serializers.CharField(required=False, allow_null=True, max_length=64)
-
-    def validate_timeZone(self, value):
-        if value is None:
-            return value
-        try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-            raise serializers.ValidationError("Must be an IANA time zone name.") from exc
-        return value
 
 
 class MessageCommandSerializer(StrictSerializer):
@@ -48,8 +43,10 @@ class TaskCreateSerializer(MessageCommandSerializer):
 
 
 class ConversationPageQuerySerializer(StrictSerializer):
-    afterSequence = serializers.IntegerField(min_value=0, default=0)
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
+    afterSequence = serializers.IntegerField(
+        min_value=0, default=0, help_text="Return messages with a larger sequence."
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=50, help_text="How many messages at most.")
 
 
 class MessageReceiptSerializer(serializers.Serializer):

@@ -163,7 +163,9 @@ def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receip
 
 
 def _receipt(submission: Submission) -> Receipt:
-    task = getattr(submission.conversation, "task", None)
+    # Only a task conversation has a task; asking a Main Chat would cost a query that finds nothing.
+    conversation = submission.conversation
+    task = conversation.task if conversation.kind == ConversationKind.TASK else None
     return Receipt(
         submission_id=submission.id,
         user_message_id=submission.user_message_id,

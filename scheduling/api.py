@@ -2,10 +2,11 @@
 
 import uuid
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import json_object_schema, validated
 from scheduling import selectors, services
 from scheduling.serializers import (
@@ -19,12 +20,12 @@ _object_response = json_object_schema("ScheduledTaskJsonObject")
 
 
 class ScheduledTasksView(APIView):
-    @extend_schema(operation_id="v1_scheduled_tasks_list", responses={200: _object_response})
+    @extend_schema(operation_id="v1_scheduled_tasks_list", responses=responses({200: _object_response}))
     def get(self, request):
         plans = selectors.live_plans_for_owner(request.user)
         return Response({"schedules": [selectors.plan_to_wire(plan) for plan in plans]})
 
-    @extend_schema(request=PlanCreateSerializer, responses={201: _object_response})
+    @extend_schema(request=PlanCreateSerializer, responses=responses({201: _object_response}, 409, *WRITE_ERRORS))
     def post(self, request):
         serializer = validated(PlanCreateSerializer, request.data)
         plan = services.create_plan(
@@ -36,11 +37,11 @@ class ScheduledTasksView(APIView):
 
 
 class ScheduledTaskView(APIView):
-    @extend_schema(responses={200: _object_response})
+    @extend_schema(responses=responses({200: _object_response}, 404))
     def get(self, request, plan_id: uuid.UUID):
         return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
 
-    @extend_schema(request=PlanUpdateSerializer, responses={200: _object_response})
+    @extend_schema(request=PlanUpdateSerializer, responses=responses({200: _object_response}, 404, 409, *WRITE_ERRORS))
     def put(self, request, plan_id: uuid.UUID):
         serializer = validated(PlanUpdateSerializer, request.data)
         plan = services.update_plan(
@@ -51,7 +52,7 @@ class ScheduledTaskView(APIView):
         )
         return Response(selectors.plan_to_wire(plan))
 
-    @extend_schema(request=PlanDeleteSerializer, responses={200: _object_response})
+    @extend_schema(request=PlanDeleteSerializer, responses=responses({200: _object_response}, 404, 409, *WRITE_ERRORS))
     def delete(self, request, plan_id: uuid.UUID):
         revision = validated(PlanDeleteSerializer, request.data).validated_data["revision"]
         services.delete_plan(owner=request.user, plan_id=plan_id, revision=revision)
@@ -59,10 +60,7 @@ class ScheduledTaskView(APIView):
 
 
 class ScheduledTaskRunsView(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("before", str, description="The nextCursor of the previous page.")],
-        responses={200: _object_response},
-    )
+    @extend_schema(parameters=[RunsQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, plan_id: uuid.UUID):
         query = validated(RunsQuerySerializer, request.query_params.dict()).validated_data
         plan = selectors.plan_for_owner(request.user, plan_id)

@@ -19,15 +19,17 @@ the mapping from wall clock to instant is done here, identically for every frequ
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
+
+from impo.patterns import NOT_WHITESPACE, WHITESPACE
+from impo.time_zones import iana_time_zone_names
 
 
 class Frequency(StrEnum):
@@ -103,6 +105,53 @@ def parse_schedule(data: object, *, now: datetime) -> Schedule:
     """Validate a client's `schedule` object; a once-plan must fire after `now`. Raises ScheduleError."""
     _require_aware(now, "now")
     return _parse(data, now=now)
+
+
+def openapi_schema() -> dict[str, object]:
+    """The schedule object as an OpenAPI 3.0 schema: the shape rules above, minus those that need the clock or
+    croniter (a once-plan in the future, a cron expression that parses and fires)."""
+    used_field_schemas: dict[str, dict[str, object]] = {
+        "runAt": {"type": "string", "format": "date-time"},
+        "time": {"type": "string", "pattern": f"^{_HH_MM.pattern}$"},
+        "weekdays": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1, "maximum": 7},
+            "minItems": 1,
+            "maxItems": 7,
+            "uniqueItems": True,
+        },
+        # Exactly the five whitespace-separated fields of _parse_cron; whether they form a cron is croniter's call.
+        "cron": {
+            "type": "string",
+            "pattern": f"^{WHITESPACE}*{NOT_WHITESPACE}+({WHITESPACE}+{NOT_WHITESPACE}+){{{_CRON_FIELDS - 1}}}"
+            f"{WHITESPACE}*$",
+        },
+    }
+    unused = {"type": "string", "nullable": True, "enum": [None]}
+    variants = [
+        {
+            "type": "object",
+            "properties": {
+                "frequency": {"type": "string", "enum": [frequency.value]},
+                **{
+                    key: used_field_schemas[key] if key in _USED_FIELDS[frequency] else unused
+                    for key in used_field_schemas
+                },
+            },
+        }
+        for frequency in Frequency
+    ]
+    return {
+        "type": "object",
+        "required": list(_KEYS),
+        "additionalProperties": False,
+        "properties": {
+            "frequency": {"type": "string", "enum": [frequency.value for frequency in Frequency]},
+            "timeZone": {"type": "string", "enum": sorted(iana_time_zone_names())},
+            **{key: {**schema, "nullable": True} for key, schema in used_field_schemas.items()},
+        },
+        "oneOf": variants,
+    }
 
 
 def next_fire_after(schedule: Schedule, after: datetime) -> datetime | None:
@@ -192,16 +241,9 @@ def _parse_frequency(value: object) -> Frequency:
 
 
 def _parse_time_zone(value: object) -> str:
-    if isinstance(value, str) and value in _iana_zones():
+    if isinstance(value, str) and value in iana_time_zone_names():
         return value
     raise ScheduleError("schedule.timeZone", "must be an IANA time zone name, such as Europe/Berlin")
-
-
-@functools.cache
-def _iana_zones() -> frozenset[str]:
-    # "localtime" is a copy of the host's zone that some systems keep beside the tz database; it is not an IANA
-    # name, and it would make a plan mean different things on different workers.
-    return frozenset(available_timezones() - {"localtime"})
 
 
 def _parse_run_at(value: object, now: datetime | None) -> datetime:

@@ -1,26 +1,17 @@
 """Boundary validation for scheduled-task commands (DESIGN §7); schedule rules live in schedules.py."""
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictSerializer
+from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from scheduling import schedules
 from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX
 from scheduling.services import PlanCommand
 
 CLIENT_REQUEST_ID_MAX = 256
 
 
-class StrictBooleanField(serializers.BooleanField):
-    """Only JSON true or false: DRF's own field would also take "yes", 1 and "on"."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            raise serializers.ValidationError("Must be true or false.")
-        return data
-
-
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(schedules.openapi_schema())
 class ScheduleObjectField(serializers.Field):
     """Passes the object through; the service validates it with the schedule rules (which need the clock)."""
 
@@ -55,4 +46,4 @@ class PlanDeleteSerializer(StrictSerializer):
 
 
 class RunsQuerySerializer(StrictSerializer):
-    before = serializers.CharField(required=False, max_length=200)
+    before = serializers.CharField(required=False, max_length=200, help_text="The nextCursor of the previous page.")

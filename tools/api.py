@@ -2,10 +2,11 @@
 
 import uuid
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import json_object_schema, validated
 from tools import selectors, services
 from tools.serializers import (
@@ -19,7 +20,9 @@ _object_response = json_object_schema("ToolsJsonObject")
 
 
 class DeviceRegisterView(APIView):
-    @extend_schema(request=DeviceRegistrationSerializer, responses={200: _object_response})
+    @extend_schema(
+        request=DeviceRegistrationSerializer, responses=responses({200: _object_response}, 409, *WRITE_ERRORS)
+    )
     def post(self, request):
         data = validated(DeviceRegistrationSerializer, request.data).validated_data
         device = services.register_device(
@@ -29,10 +32,7 @@ class DeviceRegisterView(APIView):
 
 
 class DeviceInvocationsView(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("status", str, enum=["pending"], description="Pending and claimed ones.")],
-        responses={200: _object_response},
-    )
+    @extend_schema(parameters=[InvocationQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, device_id: uuid.UUID):
         validated(InvocationQuerySerializer, request.query_params.dict())
         device = selectors.device_for_owner(request.user, device_id)
@@ -41,7 +41,10 @@ class DeviceInvocationsView(APIView):
 
 
 class InvocationClaimView(APIView):
-    @extend_schema(request=InvocationClaimSerializer, responses={200: _object_response})
+    @extend_schema(
+        request=InvocationClaimSerializer,
+        responses=responses({200: _object_response}, 403, 404, 410, *WRITE_ERRORS),
+    )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
         invocation = services.claim_invocation(
@@ -51,7 +54,10 @@ class InvocationClaimView(APIView):
 
 
 class InvocationResultView(APIView):
-    @extend_schema(request=InvocationResultSerializer, responses={200: _object_response})
+    @extend_schema(
+        request=InvocationResultSerializer,
+        responses=responses({200: _object_response}, 403, 404, 409, 410, *WRITE_ERRORS),
+    )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)
         duplicate = services.complete_invocation(

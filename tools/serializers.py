@@ -1,11 +1,22 @@
 """Boundary validation for the device bridge (DESIGN §4)."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictSerializer
+from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
 
 INSTALLATION_ID_MAX = 256
 DEVICE_TOOLS_MAX = 64
+
+
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object"}], "nullable": True})
+class DeviceErrorField(serializers.JSONField):
+    """What went wrong on the device: a message, or `{code, message}`."""
+
+    def to_internal_value(self, data):
+        if data is not None and not isinstance(data, str | dict):
+            raise serializers.ValidationError("Must be a string or an object.")
+        return super().to_internal_value(data)
 
 
 class DeviceRegistrationSerializer(StrictSerializer):
@@ -18,7 +29,9 @@ class DeviceRegistrationSerializer(StrictSerializer):
 
 
 class InvocationQuerySerializer(StrictSerializer):
-    status = serializers.ChoiceField(choices=["pending"], required=False, default="pending")
+    status = serializers.ChoiceField(
+        choices=["pending"], required=False, default="pending", help_text="Pending and claimed ones."
+    )
 
 
 class InvocationClaimSerializer(StrictSerializer):
@@ -28,16 +41,9 @@ class InvocationClaimSerializer(StrictSerializer):
 class InvocationResultSerializer(StrictSerializer):
     deviceId = serializers.UUIDField()
     executionId = serializers.UUIDField()
-    success = serializers.BooleanField()
+    success = StrictBooleanField()
     output = serializers.JSONField(required=False, allow_null=True)
-    # A message, or {code, message}.
-    error = serializers.JSONField(required=False, allow_null=True)
-
-    def validate(self, attrs):
-        error = attrs.get("error")
-        if error is not None and not isinstance(error, str | dict):
-            raise serializers.ValidationError({"error": ["Must be a string or an object."]})
-        return attrs
+    error = DeviceErrorField(required=False, allow_null=True)
 
     def report(self) -> dict:
         """The result as stored and compared: an identical retry yields the identical report."""

@@ -88,6 +88,9 @@ class WebsocketConnection:
         self._buffer = buffer[offset + length :]
         return bool(first & 0x80), first & 0x0F, buffer[offset : offset + length]
 
+    def send_json(self, value) -> None:
+        self._send_frame(OPCODE_TEXT, json.dumps(value).encode())
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._send_frame(OPCODE_CLOSE, struct.pack("!H", 1000))

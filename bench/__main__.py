@@ -1,0 +1,137 @@
+"""`python -m bench [--quick]`: every figure against its baseline, at 10, 100 and 1000 conversations and again
+with 100k events in the table. Prints the figures; `make bench` runs it. Results are recorded in RESULTS.md.
+"""
+
+import argparse
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import harness
+
+
+@dataclass(frozen=True)
+class Sizes:
+    admissions: int
+    pgbench_seconds: int
+    stream_samples: int
+    runs: int
+    claims: int
+    recovery_samples: int
+    lease_seconds: float
+    sweep_seconds: float
+    scales: tuple[int, ...]
+    history_events: int
+
+
+FULL = Sizes(2000, 10, 40, 300, 1000, 3, 30.0, 5.0, (10, 100, 1000), 100_000)
+QUICK = Sizes(300, 3, 10, 60, 200, 1, 8.0, 1.0, (10, 100), 100_000)
+
+
+def load_history(owner_ids: list[int], total_events: int) -> None:
+    """`total_events` past events spread over the owners' Main Chats, as long-lived accounts accumulate them."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM runtime_conversation WHERE owner_id = ANY(%s)", [owner_ids])
+        conversation_ids = [row[0] for row in cursor.fetchall()]
+        per_conversation = total_events // len(conversation_ids)
+        for conversation_id in conversation_ids:
+            cursor.execute(
+                "INSERT INTO runtime_event (conversation_id, seq, type, payload, created_at) "
+                "SELECT c.id, c.last_event_seq + g, 'text.delta', '{\"delta\": \"history\"}', now() "
+                "FROM runtime_conversation c, generate_series(1, %s) g WHERE c.id = %s",
+                [per_conversation, conversation_id],
+            )
+            cursor.execute(
+                "UPDATE runtime_conversation SET last_event_seq = last_event_seq + %s WHERE id = %s",
+                [per_conversation, conversation_id],
+            )
+        cursor.execute("ANALYZE runtime_event")
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    postgres = subprocess.run(["psql", "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {postgres}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke run of every benchmark")
+    sizes = QUICK if parser.parse_args().quick else FULL
+
+    # A stopped benchmark (Ctrl-C, SIGTERM, a timeout) still stops its processes and drops its database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    database = harness.configure_process_environment()
+    harness.create_database(database)
+    import django
+
+    django.setup()
+    from bench import admission, execution, recovery, stream
+    from impo.celery import app
+    from tests.processes import RebyteDouble, Stack, start_web
+
+    double = RebyteDouble()
+    stack = Stack(database_name=database, double=double, redis_url=os.environ["REDIS_URL"])
+    app.control.purge()
+    figures: list[harness.Figure] = []
+    started = time.monotonic()
+    print(f"# Impo benchmarks, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n# {machine()}\n", flush=True)
+
+    def record(figure: harness.Figure) -> None:
+        figures.append(figure)
+        print(figure.line() + "".join(f"\n    {note}" for note in figure.notes), flush=True)
+
+    try:
+        _, web_url = start_web(stack)
+        web_env = {"DATABASE_URL": os.environ["DATABASE_URL"], "REDIS_URL": os.environ["REDIS_URL"]}
+
+        def measure_everything(users: list[tuple[int, str]]) -> None:
+            tokens = [token for _, token in users]
+            owner_ids = [user_id for user_id, _ in users]
+            record(admission.measure(web_url, tokens, database, count=sizes.admissions, seconds=sizes.pgbench_seconds))
+            harness.retire_unfinished_runs()
+            for figure in execution.measure(stack, owner_ids, runs=sizes.runs, claims=sizes.claims):
+                record(figure)
+            worker = stack.start_worker("bench-stream-worker")
+            record(stream.measure(web_url, users[0], users[1:], samples=sizes.stream_samples, env=web_env))
+            worker.stop()
+
+        first_users = None
+        for scale in sizes.scales:
+            print(f"\n## {scale} conversations", flush=True)
+            users = harness.create_users(scale, f"scale{scale}")
+            first_users = first_users or users
+            measure_everything(users)
+
+        print(f"\n## {len(first_users)} conversations, {sizes.history_events:,} more events in the table", flush=True)
+        load_history([user_id for user_id, _ in first_users], sizes.history_events)
+        measure_everything(first_users)
+
+        print("\n## recovery", flush=True)
+        record(
+            recovery.measure(
+                stack,
+                first_users[0][0],
+                lease_seconds=sizes.lease_seconds,
+                sweep_seconds=sizes.sweep_seconds,
+                samples=sizes.recovery_samples,
+            )
+        )
+    finally:
+        stack.stop()
+        double.stop()
+        app.control.purge()
+        harness.drop_database(database)
+    print(f"\n{len(figures)} figures in {time.monotonic() - started:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The OpenAPI description of ICA v1 says what the API really accepts and how it really refuses.
+
+The schema is what clients (and the schemathesis fuzz test) hold the API to, so input rules enforced at the edge
+— no unknown fields, no blank or NUL-bearing text, a body on DELETE — are declared here too, and every operation
+lists the error statuses it can answer with, each in the ICA error body.
+"""
+
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from impo.patterns import NOT_WHITESPACE_NOR_NUL
+
+# No NUL anywhere and at least one character that is neither NUL nor whitespace: CleanTextField's rule.
+NONBLANK_WITHOUT_NUL = rf"^[^\u0000]*{NOT_WHITESPACE_NOR_NUL}[^\u0000]*$"
+
+_ERROR_DESCRIPTIONS = {
+    400: "invalid_request: malformed JSON, an unknown or missing field, or a value outside the input limits.",
+    401: "unauthorized: no valid session or token.",
+    403: "forbidden: the object belongs to this user but not to the acting device.",
+    404: "not_found: no such object for this user (another user's object looks the same).",
+    409: "A conflict: the same idempotency key with a different body, or a stale revision or state.",
+    410: "The object expired or was cancelled.",
+    415: "unsupported_media_type: the body is not application/json.",
+    503: "service_unavailable (retryable): nothing was saved; the same command may be retried.",
+}
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    retryable = serializers.BooleanField()
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+    requestId = serializers.CharField()
+
+
+def responses(success: dict, *error_statuses: int) -> dict:
+    """`@extend_schema(responses=...)` for an operation: its success bodies, 401, and the errors it names."""
+    errors = {
+        status: OpenApiResponse(ErrorBodySerializer, description=_ERROR_DESCRIPTIONS[status])
+        for status in sorted({401, *error_statuses})
+    }
+    return {**success, **errors}
+
+
+# Every write may answer 503 when the database fails, and every body must be JSON.
+WRITE_ERRORS = (400, 415, 503)
+
+
+class ImpoAutoSchema(AutoSchema):
+    def _get_request_body(self, direction="request"):
+        # DESIGN §7's DELETE carries `{revision}` in its body; drf-spectacular only documents POST/PUT/PATCH bodies.
+        if self.method == "DELETE" and (serializer := self.get_request_serializer()) is not None:
+            component = self.resolve_serializer(serializer, direction)
+            return {"content": {"application/json": {"schema": component.ref}}, "required": True}
+        return super()._get_request_body(direction)
+
+
+class StrictSerializerExtension(OpenApiSerializerExtension):
+    """A StrictSerializer refuses undeclared fields, so its object schema admits no additional properties."""
+
+    target_class = "impo.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
+
+
+class CleanTextFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "impo.serializers.CleanTextField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["pattern"] = NONBLANK_WITHOUT_NUL
+        return schema

@@ -91,7 +91,6 @@ def main() -> None:
 
     try:
         _, web_url = start_web(stack)
-        web_env = {"DATABASE_URL": os.environ["DATABASE_URL"], "REDIS_URL": os.environ["REDIS_URL"]}
 
         def measure_everything(users: list[tuple[int, str]]) -> None:
             tokens = [token for _, token in users]
@@ -101,7 +100,7 @@ def main() -> None:
             for figure in execution.measure(stack, owner_ids, runs=sizes.runs, claims=sizes.claims):
                 record(figure)
             worker = stack.start_worker("bench-stream-worker")
-            record(stream.measure(web_url, users[0], users[1:], samples=sizes.stream_samples, env=web_env))
+            record(stream.measure(stack, web_url, users[0], users[1:], samples=sizes.stream_samples))
             worker.stop()
 
         first_users = None

@@ -2,7 +2,6 @@
 against the lease duration (the wait the design accepts before a run counts as abandoned).
 """
 
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -61,9 +60,7 @@ def measure(stack: Stack, owner_id: int, *, lease_seconds: float, sweep_seconds:
     stack.env.update({"IMPO_RUN_LEASE_SECONDS": str(lease_seconds), "IMPO_SWEEP_INTERVAL_SECONDS": str(sweep_seconds)})
     # A turn of several seconds, so the kill lands while the reply is streaming.
     stack.double.configure(delta_delay_ms=700, delta_chunks=6)
-    sweeper = ServiceProcess(
-        "bench-sweeper", [sys.executable, "manage.py", "run_sweeper", "--interval", str(sweep_seconds)], env=stack.env
-    )
+    sweeper = stack.start_sweeper(sweep_seconds)
     workers = [stack.start_worker("bench-worker-a"), stack.start_worker("bench-worker-b")]
     try:
         durations = [one_recovery(stack, workers, owner_id) for _ in range(samples)]

@@ -10,7 +10,7 @@ import httpx
 
 from bench.harness import Figure, median_and_p95
 from tests.chaos.websocket import WebsocketConnection
-from tests.processes import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
+from tests.processes import Stack, start_web
 
 
 def subscription_url(web_url: str, user_id: int, token: str) -> str:
@@ -64,16 +64,10 @@ def idle_subscribers(web_url: str, users: list[tuple[int, str]]):
             socket.abort()
 
 
-def echo_round_trips(samples: int, env: dict) -> list[float]:
-    port = free_port()
-    server = ServiceProcess(
-        "bench-echo",
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "bench.echo_asgi:application"],
-        env=env,
-    )
+def echo_round_trips(stack: Stack, samples: int) -> list[float]:
+    server, echo_url = start_web(stack, "bench.echo_asgi:application")
     try:
-        wait_until(lambda: port_open(port), timeout=30, what="the echo server")
-        socket = WebsocketConnection(f"ws://127.0.0.1:{port}/echo/")
+        socket = WebsocketConnection(f"{echo_url.replace('http://', 'ws://')}/echo/")
         latencies = []
         for index in range(samples + 10):
             started = time.perf_counter()
@@ -87,11 +81,11 @@ def echo_round_trips(samples: int, env: dict) -> list[float]:
         server.stop()
 
 
-def measure(web_url: str, probe: tuple[int, str], idle: list[tuple[int, str]], *, samples: int, env: dict) -> Figure:
+def measure(stack: Stack, web_url: str, probe: tuple[int, str], idle: list[tuple[int, str]], *, samples: int) -> Figure:
     first_delta_latencies(web_url, probe, 3)  # warm-up: agent and session creation happen once per conversation
     with idle_subscribers(web_url, idle):
         latencies = first_delta_latencies(web_url, probe, samples)
-    echo = echo_round_trips(samples * 5, env)
+    echo = echo_round_trips(stack, samples * 5)
     median, p95 = median_and_p95(latencies)
     echo_median, echo_p95 = median_and_p95(echo)
     return Figure(

@@ -197,9 +197,9 @@ class Stack:
         wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {name} (log: {worker.log_path})")
         return worker
 
-    def start_sweeper(self) -> ServiceProcess:
+    def start_sweeper(self, interval: float = 0.3) -> ServiceProcess:
         sweeper = ServiceProcess(
-            "sweeper", [sys.executable, "manage.py", "run_sweeper", "--interval", "0.3"], env=self.env
+            "sweeper", [sys.executable, "manage.py", "run_sweeper", "--interval", str(interval)], env=self.env
         )
         self.processes.append(sweeper)
         return sweeper
@@ -215,12 +215,12 @@ class Stack:
             process.stop()
 
 
-def start_web(stack: "Stack") -> tuple[ServiceProcess, str]:
-    """daphne serving the ASGI app (HTTP + websockets) with the stack's environment."""
+def start_web(stack: "Stack", application: str = "impo.asgi:application") -> tuple[ServiceProcess, str]:
+    """daphne serving an ASGI app (Impo's HTTP + websockets by default) with the stack's environment."""
     port = free_port()
     web = ServiceProcess(
         "daphne",
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "impo.asgi:application"],
+        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), application],
         env=stack.env,
     )
     stack.processes.append(web)

@@ -158,11 +158,14 @@ IMPO_RUNTIME = env("IMPO_RUNTIME", default="echo")
 if IMPO_RUNTIME not in ("echo", "rebyte"):
     raise ImproperlyConfigured("IMPO_RUNTIME must be 'echo' or 'rebyte'")
 if IMPO_RUNTIME == "rebyte":
+    # No guessing in production: the real service needs a base URL, an organisation key and a model.
     REBYTE_BASE_URL = env("REBYTE_BASE_URL")
     REBYTE_API_KEY = env("REBYTE_API_KEY")
+    REBYTE_MODEL = env("REBYTE_MODEL")
 else:
     REBYTE_BASE_URL = env("REBYTE_BASE_URL", default="http://127.0.0.1:8765/v1")
     REBYTE_API_KEY = env("REBYTE_API_KEY", default="impo-echo-local")
+    REBYTE_MODEL = env("REBYTE_MODEL", default="rebyte-echo")
 TEMPORAL_ADDRESS = env("TEMPORAL_ADDRESS", default="127.0.0.1:7233")
 TEMPORAL_NAMESPACE = env("TEMPORAL_NAMESPACE", default="default")
 TEMPORAL_TASK_QUEUE = env("TEMPORAL_TASK_QUEUE", default="impo-scheduling")
@@ -191,7 +194,15 @@ IMPO_DEVICE_TOOL_TIMEOUT_SECONDS = env.float("IMPO_DEVICE_TOOL_TIMEOUT_SECONDS",
 # Main Chat session rotation (DESIGN §3).
 IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)
 IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)
-IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=32_000)
+IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=12_000)
+
+# Provider recovery (DESIGN §1.4, §5): how long a listing may lag behind a create before "absent" is
+# believed; the backoff cap while the provider is unavailable; how often a followed turn is re-read
+# while its live stream is quiet; how long a sent input may take to show up as a turn before it is resent.
+IMPO_REBYTE_LISTING_GRACE_SECONDS = env.float("IMPO_REBYTE_LISTING_GRACE_SECONDS", default=10.0)
+IMPO_PROVIDER_BACKOFF_CAP_SECONDS = env.float("IMPO_PROVIDER_BACKOFF_CAP_SECONDS", default=30.0)
+IMPO_PROVIDER_POLL_SECONDS = env.float("IMPO_PROVIDER_POLL_SECONDS", default=0.5)
+IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)

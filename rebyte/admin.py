@@ -1,8 +1,8 @@
 from django.contrib import admin, messages
 
 from rebyte import services
-from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, SavedAgent
-from rebyte.provider import provider_client
+from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, RemoteTurn, SavedAgent
+from rebyte.provider import provider_gateway
 
 
 class PendingFirst(admin.SimpleListFilter):
@@ -51,9 +51,9 @@ class CreationIntentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-check now with the provider")
     def recheck_now(self, request, queryset):
-        with provider_client() as client:
+        with provider_gateway() as gateway:
             for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-                settled = services.reconcile_intent(intent.id, client)
+                settled = services.reconcile_intent(intent.id, gateway)
                 self.log_change(request, intent, f"re-checked: now {settled.state}")
                 self.message_user(request, f"{intent}: {settled.state}")
 
@@ -103,3 +103,10 @@ class RemoteSessionAdmin(admin.ModelAdmin):
     list_filter = ["state", "rotation_reason"]
     search_fields = ["remote_id", "conversation__id"]
     readonly_fields = [field.name for field in RemoteSession._meta.fields]
+
+
+@admin.register(RemoteTurn)
+class RemoteTurnAdmin(admin.ModelAdmin):
+    list_display = ["run", "session", "turn_id", "cancel_sent_at", "pending_intent", "updated_at"]
+    search_fields = ["turn_id", "run__id", "session__remote_id"]
+    readonly_fields = [field.name for field in RemoteTurn._meta.fields]

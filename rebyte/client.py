@@ -1,590 +1,200 @@
-"""Synchronous HTTP client for the Rebyte Agents API (and for its double, `python -m rebyte.double`).
+"""A thin adapter over the official `openai` SDK's Agents API, pointed at Rebyte (shared/REBYTE.md).
 
-Pure Python (httpx + tenacity), no Django, so workers, scripts and tests can all use it. The surface is
-described in rebyte/README.md.
-
-Failure classes matter more than anything else here, because callers build recovery on them:
-- `RebyteRetryableError`: nothing happened, or the call is safe to repeat. Idempotent calls (reads,
-  cancel, function-call outputs, which the provider deduplicates by call_id) are retried automatically.
-- `RebyteAmbiguousOutcome`: a create was sent but its answer was lost, so the object may exist. Creates are
-  never retried automatically; the caller must look the object up by its metadata before creating again.
-- `RebyteStreamInterrupted`: an event stream ended before a terminal event. The turn keeps running
-  remotely; resume with `after=exc.last_sequence`.
+It exposes only what Impo needs and sorts every failure into one of three kinds, which is all the
+callers decide on:
+- `Refused`: the provider answered 4xx; nothing happened and repeating the same call will not help;
+- `Unavailable`: a transient failure of a call that is safe to repeat (a read, or an input event whose
+  Idempotency-Key makes a resend harmless), or a create the provider declined before acting (429);
+- `UnknownOutcome`: a create (agent or session: not idempotent upstream) was sent and its answer lost
+  (timeout, dropped connection, 5xx); the resource may exist, so it must be looked up before creating again.
+Pure Python: no Django.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import ssl
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-import httpx
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+import openai
+from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
+from openai.types.beta.agents.sessions import Turn
 
-T = TypeVar("T")
+__all__ = [
+    "Agent",
+    "AgentSession",
+    "AgentSessionEvent",
+    "AgentSessionItem",
+    "ProviderError",
+    "RebyteGateway",
+    "Refused",
+    "Turn",
+    "Unavailable",
+    "UnknownOutcome",
+]
 
-TERMINAL_TURN_STATUSES = frozenset({"completed", "failed", "cancelled"})
-
-# Failures that happen before any byte of the request reached the server: nothing can have been created.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-
-# --- errors --------------------------------------------------------------------------------------------
+PAGE_SIZE = 100
+# A scan that would need more pages than this is refused rather than reported as "nothing found".
+MAX_PAGES = 100
+_REFUSAL_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
 
 
-class RebyteError(Exception):
-    def __init__(self, message: str, *, operation: str, status_code: int | None = None, code: str | None = None):
-        super().__init__(message)
+class ProviderError(Exception):
+    def __init__(self, message: str, *, operation: str, status: int | None = None, code: str | None = None):
+        super().__init__(f"{operation}: {message}")
         self.operation = operation
-        self.status_code = status_code
+        self.status = status
         self.code = code
 
 
-class RebyteAuthError(RebyteError):
-    """401/403: the API key is missing or not accepted."""
+class Refused(ProviderError):
+    """The provider answered 4xx: the call did not take effect."""
 
 
-class RebyteNotFound(RebyteError):
-    """404: the agent, session, turn or function call does not exist."""
+class Unavailable(ProviderError):
+    """A transient failure of a call that is safe to repeat later."""
 
 
-class RebyteConflict(RebyteError):
-    """409: e.g. a different output for an answered call, or an Idempotency-Key reused with another body."""
+class UnknownOutcome(ProviderError):
+    """A create was sent but its answer was lost: the resource may or may not exist."""
 
 
-class RebyteRetryableError(RebyteError):
-    """5xx, 429, timeouts and connection failures on a call that is safe to repeat as it is."""
-
-
-class RebyteStreamInterrupted(RebyteRetryableError):
-    """An event stream ended without a terminal event; the turn may still be running remotely."""
-
-    def __init__(self, message: str, *, turn_id: str, last_sequence: int):
-        super().__init__(message, operation="turn_events")
-        self.turn_id = turn_id
-        self.last_sequence = last_sequence
-
-
-class RebyteAmbiguousOutcome(RebyteError):
-    """A create was sent but no answer arrived (or a 5xx did): the object may exist. Look it up first."""
-
-
-# --- resources -----------------------------------------------------------------------------------------
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("function-call arguments must be a JSON object")
-    return value
-
-
-@dataclass(frozen=True)
-class Agent:
-    id: str
-    name: str
-    model: str
-    instructions: str | None
-    metadata: dict[str, str]
-    created_at: int
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Agent:
-        return cls(
-            id=data["id"],
-            name=data["name"],
-            model=data["model"],
-            instructions=data.get("instructions"),
-            metadata=dict(data.get("metadata") or {}),
-            created_at=data["created_at"],
-        )
-
-
-@dataclass(frozen=True)
-class Session:
-    id: str
-    agent_id: str
-    status: str  # idle | running | requires_action
-    metadata: dict[str, str]
-    created_at: int
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Session:
-        return cls(
-            id=data["id"],
-            agent_id=data["agent_id"],
-            status=data["status"],
-            metadata=dict(data.get("metadata") or {}),
-            created_at=data["created_at"],
-        )
-
-
-@dataclass(frozen=True)
-class Item:
-    """A turn item: `message` (role, status, text), `function_call` (call_id, name, arguments) or
-    `function_call_output` (call_id, output)."""
-
-    id: str
-    type: str
-    role: str | None = None
-    status: str | None = None
-    text: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str | None = None
-    output: str | None = None
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Item:
-        content = data.get("content")
-        text = "".join(part.get("text", "") for part in content) if isinstance(content, list) else None
-        return cls(
-            id=data["id"],
-            type=data["type"],
-            role=data.get("role"),
-            status=data.get("status"),
-            text=text,
-            call_id=data.get("call_id"),
-            name=data.get("name"),
-            arguments=data.get("arguments"),
-            output=data.get("output"),
-        )
-
-
-@dataclass(frozen=True)
-class RequiredAction:
-    """A function call the provider waits on; answer it with `submit_function_call_output`."""
-
-    call_id: str
-    name: str
-    arguments: str  # JSON text
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        return _json_object(self.arguments)
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> RequiredAction:
-        return cls(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
-
-
-@dataclass(frozen=True)
-class TurnError:
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Turn:
-    id: str
-    session_id: str
-    status: str  # queued | running | requires_action | completed | failed | cancelled
-    input_text: str
-    metadata: dict[str, str]
-    output_text: str
-    items: tuple[Item, ...]
-    required_actions: tuple[RequiredAction, ...]
-    error: TurnError | None
-    last_sequence: int
-    created_at: int
-    completed_at: int | None
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL_TURN_STATUSES
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Turn:
-        error = data.get("error")
-        return cls(
-            id=data["id"],
-            session_id=data["session_id"],
-            status=data["status"],
-            input_text=data["input"],
-            metadata=dict(data.get("metadata") or {}),
-            output_text=data.get("output_text") or "",
-            items=tuple(Item.from_api(item) for item in data.get("items") or ()),
-            required_actions=tuple(RequiredAction.from_api(a) for a in data.get("required_actions") or ()),
-            error=TurnError(error["code"], error["message"]) if error else None,
-            last_sequence=data["last_sequence"],
-            created_at=data["created_at"],
-            completed_at=data.get("completed_at"),
-        )
-
-
-@dataclass(frozen=True)
-class FunctionCallOutputReceipt:
-    turn_id: str
-    call_id: str
-    duplicate: bool  # True when the provider already had this exact output
-
-
-# --- turn events ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnEvent:
-    """Base of all turn events; also what an event type this client does not know parses to."""
-
-    type: str
-    sequence: int  # 1, 2, 3... per turn, no gaps: resume with after=<last seen>
-    turn_id: str
-    terminal: ClassVar[bool] = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnStarted(TurnEvent):
-    pass
-
-
-@dataclass(frozen=True, kw_only=True)
-class TextDelta(TurnEvent):
-    item_id: str
-    delta: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class MessageCompleted(TurnEvent):
-    item_id: str
-    text: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class FunctionCall(TurnEvent):
-    item_id: str
-    call_id: str
-    name: str
-    arguments: str  # JSON text
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        return _json_object(self.arguments)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnRequiresAction(TurnEvent):
-    required_actions: tuple[RequiredAction, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class FunctionCallOutputRecorded(TurnEvent):
-    item_id: str
-    call_id: str
-    output: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnCompleted(TurnEvent):
-    output_text: str
-    terminal: ClassVar[bool] = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnFailed(TurnEvent):
-    error: TurnError
-    terminal: ClassVar[bool] = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnCancelled(TurnEvent):
-    terminal: ClassVar[bool] = True
-
-
-def parse_event(data: Mapping[str, Any]) -> TurnEvent:
-    base = {"type": data["type"], "sequence": data["sequence"], "turn_id": data["turn_id"]}
-    match data["type"]:
-        case "turn.started":
-            return TurnStarted(**base)
-        case "output_text.delta":
-            return TextDelta(**base, item_id=data["item_id"], delta=data["delta"])
-        case "message.completed":
-            return MessageCompleted(**base, item_id=data["item_id"], text=data["text"])
-        case "function_call":
-            return FunctionCall(
-                **base,
-                item_id=data["item_id"],
-                call_id=data["call_id"],
-                name=data["name"],
-                arguments=data["arguments"],
-            )
-        case "turn.requires_action":
-            actions = tuple(RequiredAction.from_api(a) for a in data["required_actions"])
-            return TurnRequiresAction(**base, required_actions=actions)
-        case "function_call_output":
-            return FunctionCallOutputRecorded(
-                **base, item_id=data["item_id"], call_id=data["call_id"], output=data["output"]
-            )
-        case "turn.completed":
-            return TurnCompleted(**base, output_text=data["output_text"])
-        case "turn.failed":
-            return TurnFailed(**base, error=TurnError(data["error"]["code"], data["error"]["message"]))
-        case "turn.cancelled":
-            return TurnCancelled(**base)
-        case _:
-            return TurnEvent(**base)
-
-
-def _sse_events(lines: Iterable[str]) -> Iterator[TurnEvent]:
-    """Parse Server-Sent Events; every event's `data` is one JSON turn event (id/event lines repeat it)."""
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if data:
-                yield parse_event(json.loads("\n".join(data)))
-                data = []
-        elif not line.startswith(":"):  # ':' lines are keepalive comments
-            name, _, value = line.partition(":")
-            if name == "data":
-                data.append(value.removeprefix(" "))
-
-
-# --- client --------------------------------------------------------------------------------------------
-
-
-def _error_from_response(response: httpx.Response, operation: str, *, idempotent: bool) -> RebyteError:
-    status = response.status_code
+@contextmanager
+def _translated(operation: str, *, creates: bool = False):
     try:
-        error = response.json().get("error") or {}
-    except (ValueError, AttributeError):
-        error = {}
-    code = error.get("code")
-    message = f"{operation}: HTTP {status}: {error.get('message') or response.text[:200]}"
-    if status in (401, 403):
-        kind: type[RebyteError] = RebyteAuthError
-    elif status == 404:
-        kind = RebyteNotFound
-    elif status == 409:
-        kind = RebyteConflict
-    elif status == 429 or (status >= 500 and idempotent):
-        kind = RebyteRetryableError
-    elif status >= 500:
-        # A gateway can answer 5xx after the upstream acted, so a failed create proves nothing.
-        kind = RebyteAmbiguousOutcome
-    else:
-        kind = RebyteError
-    return kind(message, operation=operation, status_code=status, code=code)
+        yield
+    except openai.APIStatusError as exc:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        code = body.get("code") if isinstance(body.get("code"), str) else None
+        if exc.status_code in _REFUSAL_STATUSES:
+            raise Refused(str(exc.message), operation=operation, status=exc.status_code, code=code) from exc
+        if creates and exc.status_code != 429:
+            # A gateway can fail after the upstream acted: a 5xx to a create proves nothing.
+            raise UnknownOutcome(str(exc.message), operation=operation, status=exc.status_code, code=code) from exc
+        raise Unavailable(str(exc.message), operation=operation, status=exc.status_code, code=code) from exc
+    except openai.APIConnectionError as exc:
+        kind = UnknownOutcome if creates else Unavailable
+        raise kind(f"{type(exc).__name__}: {exc}", operation=operation) from exc
+    except openai.APIResponseValidationError as exc:
+        raise Unavailable(f"answer did not match the protocol: {exc}", operation=operation) from exc
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    # Building a context loads the CA bundle (about 40 ms); a worker opens a client per run, so it is built once.
-    return httpx.create_ssl_context()
+def _all_pages(first_page, operation: str) -> list:
+    """Every element of a cursor list; a scan that does not finish raises rather than looking empty."""
+    found = []
+    page = first_page
+    for _ in range(MAX_PAGES):
+        found.extend(page.data)
+        if not page.has_next_page():
+            return found
+        page = page.get_next_page()
+    raise Unavailable(f"more than {MAX_PAGES} pages", operation=operation)
 
 
-class RebyteClient:
-    """`base_url` includes the API version, e.g. `https://api.rebyte.ai/v1` or `http://127.0.0.1:8765/v1`."""
+def user_input(parts: list[str]) -> list[dict]:
+    """One user message with each part as its own input_text (context first, the user's own words last)."""
+    return [{"role": "user", "content": [{"type": "input_text", "text": text} for text in parts]}]
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float = 10.0,
-        stream_timeout: float = 60.0,
-        max_attempts: int = 3,
-    ):
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            # No key, no header: the provider answers 401, which surfaces as RebyteAuthError.
-            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-            timeout=timeout,
-            verify=_tls_context(),
-        )
-        # A stream is idle between events; the server sends keepalive comments well inside this read timeout.
-        self._stream_timeout = httpx.Timeout(timeout, read=stream_timeout)
-        self._max_attempts = max_attempts
 
-    def close(self) -> None:
-        self._http.close()
+class RebyteGateway:
+    def __init__(self, base_url: str, api_key: str, *, timeout: float, stream_timeout: float, max_retries: int = 2):
+        # Reads and keyed input events may be retried by the SDK itself; creates never are (see below).
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self._stream_timeout = stream_timeout
 
-    def __enter__(self) -> RebyteClient:
+    def __enter__(self) -> RebyteGateway:
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, *exc_info) -> None:
         self.close()
 
-    # --- agents ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._client.close()
 
-    def create_agent(
-        self,
-        name: str,
-        metadata: Mapping[str, str],
-        idempotency_key: str,
-        *,
-        model: str | None = None,
-        instructions: str | None = None,
-    ) -> Agent:
-        body: dict[str, Any] = {"name": name, "metadata": dict(metadata)}
-        if model is not None:
-            body["model"] = model
-        if instructions is not None:
-            body["instructions"] = instructions
-        return Agent.from_api(self._create("create_agent", "/agents", body, idempotency_key))
+    @property
+    def _once(self) -> openai.OpenAI:
+        # Agent and session creates are not idempotent upstream: an automatic retry could make two.
+        return self._client.with_options(max_retries=0)
 
-    def get_agent(self, agent_id: str) -> Agent:
-        return Agent.from_api(self._read("get_agent", f"/agents/{agent_id}"))
+    # --- agents ---------------------------------------------------------------------------------------
 
-    def find_agents(self, metadata: Mapping[str, str]) -> list[Agent]:
-        return [Agent.from_api(a) for a in self._find("list_agents", "/agents", metadata)]
+    def create_agent(self, *, model: str, name: str, instructions: str, metadata: dict[str, str]) -> Agent:
+        with _translated("create_agent", creates=True):
+            return self._once.beta.agents.create(model=model, name=name, instructions=instructions, metadata=metadata)
 
-    # --- sessions --------------------------------------------------------------------------------------
+    def list_agents(self) -> list[Agent]:
+        with _translated("list_agents"):
+            return _all_pages(self._client.beta.agents.list(order="desc", limit=PAGE_SIZE), "list_agents")
 
-    def create_session(self, agent_id: str, metadata: Mapping[str, str], idempotency_key: str) -> Session:
-        body = {"agent_id": agent_id, "metadata": dict(metadata)}
-        return Session.from_api(self._create("create_session", "/agents/sessions", body, idempotency_key))
+    # --- sessions -------------------------------------------------------------------------------------
 
-    def get_session(self, session_id: str) -> Session:
-        return Session.from_api(self._read("get_session", f"/agents/sessions/{session_id}"))
+    def create_session(
+        self, *, agent_id: str, tools: list[dict], input_parts: list[str], metadata: dict[str, str]
+    ) -> AgentSession:
+        """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life."""
+        with _translated("create_session", creates=True):
+            return self._once.beta.agents.sessions.create(
+                environment={"type": "none"},
+                agent_id=agent_id,
+                agent={"tools": tools},
+                input=user_input(input_parts),
+                metadata=metadata,
+            )
 
-    def find_sessions(self, metadata: Mapping[str, str], *, agent_id: str | None = None) -> list[Session]:
-        extra = {"agent_id": agent_id} if agent_id is not None else {}
-        return [Session.from_api(s) for s in self._find("list_sessions", "/agents/sessions", metadata, extra)]
+    def list_sessions(self, agent_id: str) -> list[AgentSession]:
+        with _translated("list_sessions"):
+            first = self._client.beta.agents.sessions.list(agent_id=agent_id, order="desc", limit=PAGE_SIZE)
+            return _all_pages(first, "list_sessions")
 
-    # --- turns -----------------------------------------------------------------------------------------
+    def get_session(self, session_id: str) -> AgentSession:
+        with _translated("get_session"):
+            return self._client.beta.agents.sessions.retrieve(session_id)
 
-    def create_turn(
-        self,
-        session_id: str,
-        input_text: str,
-        tools: Sequence[Mapping[str, Any]],
-        metadata: Mapping[str, str],
-        idempotency_key: str,
-    ) -> Turn:
-        body = {"input": input_text, "tools": [dict(tool) for tool in tools], "metadata": dict(metadata)}
-        path = f"/agents/sessions/{session_id}/turns"
-        return Turn.from_api(self._create("create_turn", path, body, idempotency_key))
+    # --- turns and items ------------------------------------------------------------------------------
 
-    def get_turn(self, turn_id: str) -> Turn:
-        return Turn.from_api(self._read("get_turn", f"/agents/turns/{turn_id}"))
+    def list_turns(self, session_id: str) -> list[Turn]:
+        with _translated("list_turns"):
+            first = self._client.beta.agents.sessions.turns.list(session_id, order="asc", limit=PAGE_SIZE)
+            return _all_pages(first, "list_turns")
 
-    def find_turns(self, session_id: str, metadata: Mapping[str, str]) -> list[Turn]:
-        found = self._find("list_turns", f"/agents/sessions/{session_id}/turns", metadata)
-        return [Turn.from_api(t) for t in found]
+    def list_items(self, session_id: str) -> list[AgentSessionItem]:
+        """The session's items, oldest first. Items change in place: callers reconcile them by id."""
+        with _translated("list_items"):
+            first = self._client.beta.agents.sessions.items.list(session_id, order="asc", limit=PAGE_SIZE)
+            return _all_pages(first, "list_items")
 
-    def cancel_turn(self, turn_id: str) -> Turn:
-        """Idempotent: a finished turn is returned as it is (a completed turn stays completed)."""
-        data = self._retrying(
-            lambda: self._send("POST", f"/agents/turns/{turn_id}/cancel", "cancel_turn", idempotent=True)
-        )
-        return Turn.from_api(data)
+    # --- input events (202, empty body; the Idempotency-Key makes a resend harmless) ---------------------
 
-    def submit_function_call_output(self, turn_id: str, call_id: str, output: str) -> FunctionCallOutputReceipt:
-        """Idempotent on call_id: the same output again is a duplicate; a different one is RebyteConflict."""
-        path = f"/agents/turns/{turn_id}/function_call_outputs"
-        body = {"call_id": call_id, "output": output}
-        data = self._retrying(
-            lambda: self._send("POST", path, "submit_function_call_output", idempotent=True, json=body)
-        )
-        return FunctionCallOutputReceipt(turn_id=data["turn_id"], call_id=data["call_id"], duplicate=data["duplicate"])
+    def send_message(self, session_id: str, input_parts: list[str], *, idempotency_key: str) -> None:
+        event = {"type": "agent.session.input.message", "input": user_input(input_parts)}
+        self._send(session_id, event, idempotency_key, "input_message")
 
-    def list_turn_events(self, turn_id: str, after: int = 0) -> list[TurnEvent]:
-        """Events recorded so far with sequence > after, without waiting for more."""
-        data = self._read(
-            "turn_events",
-            f"/agents/turns/{turn_id}/events",
-            params={"after": after},
-            headers={"Accept": "application/json"},
-        )
-        return [parse_event(event) for event in data["data"]]
+    def send_tool_result(
+        self, session_id: str, *, turn_id: str, call_id: str, success: bool, text: str, idempotency_key: str
+    ) -> None:
+        event = {"type": "agent.session.input.tool_result", "turn_id": turn_id, "call_id": call_id, "success": success}
+        event["output" if success else "error"] = text
+        self._send(session_id, event, idempotency_key, "input_tool_result")
 
-    def iter_turn_events(self, turn_id: str, after: int = 0) -> Iterator[TurnEvent]:
-        """Stream events with sequence > after until the terminal event.
+    def send_cancel(self, session_id: str, *, idempotency_key: str) -> None:
+        self._send(session_id, {"type": "agent.session.input.cancel"}, idempotency_key, "input_cancel")
 
-        Raises RebyteStreamInterrupted (with last_sequence) if the stream ends before a terminal event; the
-        turn is not affected, and calling again with after=last_sequence continues without duplicates.
-        """
-        response = self._retrying(lambda: self._open_stream(turn_id, after))
-        last = after
+    def _send(self, session_id: str, event: dict, idempotency_key: str, operation: str) -> None:
+        with _translated(operation):
+            self._client.beta.agents.sessions.events.create(session_id, events=[event], idempotency_key=idempotency_key)
+
+    # --- the live stream ------------------------------------------------------------------------------
+
+    @contextmanager
+    def live_events(self, session_id: str) -> Iterator[Iterator[AgentSessionEvent]]:
+        """The session's live events (no replay); leaving the block closes the stream, never the turn."""
+        with _translated("session_events"):
+            stream = self._client.beta.agents.sessions.events.stream(session_id, timeout=self._stream_timeout)
         try:
-            for event in _sse_events(response.iter_lines()):
-                if event.sequence <= last:  # whatever a server replays, the caller sees each event once
-                    continue
-                last = event.sequence
-                yield event
-                if event.terminal:
-                    return
-        except httpx.TransportError as exc:
-            raise RebyteStreamInterrupted(
-                f"event stream of {turn_id} broke after sequence {last}: {exc}",
-                turn_id=turn_id,
-                last_sequence=last,
-            ) from exc
+            yield _translated_iteration(stream)
         finally:
-            response.close()
-        raise RebyteStreamInterrupted(
-            f"event stream of {turn_id} ended after sequence {last} without a terminal event",
-            turn_id=turn_id,
-            last_sequence=last,
-        )
+            stream.close()
 
-    # --- plumbing --------------------------------------------------------------------------------------
 
-    def _retrying(self, call: Callable[[], T]) -> T:
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=wait_random_exponential(multiplier=0.1, max=2.0),
-            retry=retry_if_exception_type(RebyteRetryableError),
-            reraise=True,
-        )
-        return retrying(call)
-
-    def _create(self, operation: str, path: str, body: dict[str, Any], idempotency_key: str) -> Any:
-        # Never retried here: only the caller can decide, after looking the object up, to create again.
-        headers = {"Idempotency-Key": idempotency_key}
-        return self._send("POST", path, operation, idempotent=False, json=body, headers=headers)
-
-    def _read(self, operation: str, path: str, **kwargs: Any) -> Any:
-        return self._retrying(lambda: self._send("GET", path, operation, idempotent=True, **kwargs))
-
-    def _find(
-        self, operation: str, path: str, metadata: Mapping[str, str], extra: Mapping[str, str] | None = None
-    ) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {f"metadata[{key}]": value for key, value in metadata.items()}
-        params.update(extra or {}, limit=100, order="asc")
-        found: list[dict[str, Any]] = []
-        while True:
-            page = self._read(operation, path, params=params)
-            found.extend(page["data"])
-            if not page["has_more"]:
-                return found
-            params["after"] = page["last_id"]
-
-    def _send(self, method: str, path: str, operation: str, *, idempotent: bool, **kwargs: Any) -> Any:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except _NOT_SENT as exc:
-            raise RebyteRetryableError(f"{operation}: could not connect: {exc}", operation=operation) from exc
-        except httpx.LocalProtocolError as exc:  # we built an invalid request: nothing was sent, retrying won't help
-            raise RebyteError(f"{operation}: invalid request: {exc}", operation=operation) from exc
-        except httpx.TransportError as exc:
-            # The request may have been processed and only the answer lost.
-            if idempotent:
-                raise RebyteRetryableError(f"{operation}: {exc!r}", operation=operation) from exc
-            raise RebyteAmbiguousOutcome(
-                f"{operation}: sent, but no answer arrived ({exc!r}); look it up before creating again",
-                operation=operation,
-            ) from exc
-        if response.is_error:
-            raise _error_from_response(response, operation, idempotent=idempotent)
-        return response.json()
-
-    def _open_stream(self, turn_id: str, after: int) -> httpx.Response:
-        request = self._http.build_request(
-            "GET",
-            f"/agents/turns/{turn_id}/events",
-            params={"after": after},
-            headers={"Accept": "text/event-stream"},
-            timeout=self._stream_timeout,
-        )
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.LocalProtocolError as exc:
-            raise RebyteError(f"turn_events: invalid request: {exc}", operation="turn_events") from exc
-        except httpx.TransportError as exc:
-            raise RebyteRetryableError(f"turn_events: {exc!r}", operation="turn_events") from exc
-        if response.is_error:
-            response.read()
-            response.close()
-            raise _error_from_response(response, "turn_events", idempotent=True)
-        return response
+def _translated_iteration(stream) -> Iterator[AgentSessionEvent]:
+    with _translated("session_events"):
+        yield from stream

@@ -34,6 +34,10 @@ class CreationIntent(models.Model):
     conversation = models.ForeignKey(
         "runtime.Conversation", on_delete=models.CASCADE, null=True, blank=True, related_name="creation_intents"
     )
+    # A session is created with its first input, which is this run's: the session's first turn is the run's.
+    run = models.ForeignKey("runtime.Run", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    # The exact create this intent sends (tools and input), so a retry after a lost answer sends the same.
+    request = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=32, choices=IntentState.choices, default=IntentState.INTENDED)
     remote_id = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -69,10 +73,6 @@ class CreationIntent(models.Model):
         return f"{self.kind} intent {self.id} ({self.state})"
 
     @property
-    def idempotency_key(self) -> str:
-        return f"impo-{self.kind}-{self.id}"
-
-    @property
     def metadata(self) -> dict[str, str]:
         metadata = {"impo_intent": str(self.id), "impo_owner": str(self.owner_id)}
         if self.conversation_id:
@@ -106,12 +106,16 @@ class RemoteSession(models.Model):
     intent = models.OneToOneField(CreationIntent, on_delete=models.PROTECT, related_name="+")
     state = models.CharField(max_length=16, choices=SessionState.choices, default=SessionState.CURRENT)
     turn_count = models.PositiveIntegerField(default=0)
-    # A rough token count of everything sent and received (characters / 4).
-    context_estimate = models.PositiveIntegerField(default=0)
+    # Tokens of instructions, tools and every item (bytes / 3), measured after each completed turn; null
+    # until first measured, and a session without an estimate is rotated rather than trusted.
+    context_estimate = models.PositiveIntegerField(null=True, blank=True)
+    # Tools are fixed for a session's life: a run offered another catalogue needs another session.
+    tools_fingerprint = models.CharField(max_length=64, blank=True)
     # The message range this session served, so the whole conversation stays attributable.
     first_message_sequence = models.PositiveIntegerField(null=True, blank=True)
     last_message_sequence = models.PositiveIntegerField(null=True, blank=True)
     rotation_reason = models.CharField(max_length=32, blank=True)
+    # When its last turn completed (its creation until then): idleness is measured from here.
     last_activity_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
     rotated_at = models.DateTimeField(null=True, blank=True)
@@ -126,3 +130,34 @@ class RemoteSession(models.Model):
 
     def __str__(self):
         return f"{self.remote_id} ({self.state})"
+
+
+class RemoteTurn(models.Model):
+    """A run's binding to the provider: its session, the turn its input started, and what was projected.
+
+    `baseline_turn_ids` (the session's turns before the input was sent) identify the run's turn as the one
+    that is new against them; `projected` counts, per assistant message item, the characters already
+    turned into events, so a successor projects only the rest.
+    """
+
+    run = models.OneToOneField("runtime.Run", on_delete=models.CASCADE, related_name="remote_turn")
+    session = models.ForeignKey(RemoteSession, on_delete=models.PROTECT, null=True, blank=True, related_name="turns")
+    baseline_turn_ids = models.JSONField(default=list, blank=True)
+    turn_id = models.CharField(max_length=200, blank=True)
+    projected = models.JSONField(default=dict, blank=True)
+    completed_items = models.JSONField(default=list, blank=True)
+    cancel_sent_at = models.DateTimeField(null=True, blank=True)
+    # The creation this run waits for while its outcome is unknown (pending reconciliation).
+    pending_intent = models.ForeignKey(
+        CreationIntent, on_delete=models.SET_NULL, null=True, blank=True, related_name="waiting_turns"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["turn_id"], condition=~Q(turn_id=""), name="rebyte_one_run_per_turn"),
+        ]
+
+    def __str__(self):
+        return f"turn {self.turn_id or '(not yet known)'} of run {self.run_id}"

@@ -1,11 +1,11 @@
 from django.conf import settings
 
-from rebyte.client import RebyteClient
+from rebyte.client import RebyteGateway
 
 
-def provider_client() -> RebyteClient:
-    """The client for whichever Rebyte this deployment points at (the double under IMPO_RUNTIME=echo)."""
-    return RebyteClient(
+def provider_gateway() -> RebyteGateway:
+    """The gateway to whichever Rebyte this deployment points at (the double under IMPO_RUNTIME=echo)."""
+    return RebyteGateway(
         settings.REBYTE_BASE_URL,
         settings.REBYTE_API_KEY,
         timeout=settings.REBYTE_TIMEOUT_SECONDS,

@@ -1,12 +1,16 @@
-"""Remote agents and sessions, created at most once each.
+"""Remote agents and sessions, each created at most once, and the runs' bindings to them (shared/REBYTE.md).
 
-A creation intent is committed before the remote create. When the answer is lost, the provider is
-searched by the intent's metadata and what exists is adopted; only when nothing exists is it created
-again, with the same idempotency key. If even the search fails the intent is left
-pending_reconciliation for the reconciler (or a staff member) to settle.
+A creation intent is committed before the remote create; the create carries the intent's metadata.
+Creates are not idempotent upstream, so after a lost answer the provider's list is read to its end
+and the intent's metadata matched exactly, here: a single match is adopted. Listings may lag, so only
+a second full listing after a grace period that still finds nothing allows creating again; several
+matches, or a lookup that fails, leave the intent pending reconciliation (the sweeper, or staff).
 """
 
+import hashlib
+import json
 import logging
+import time
 from datetime import datetime
 
 from django.conf import settings
@@ -14,177 +18,259 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from rebyte.client import RebyteAmbiguousOutcome, RebyteClient, RebyteError, RebyteRetryableError
+from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import (
     OPEN_INTENT_STATES,
     CreationIntent,
     IntentKind,
     IntentState,
     RemoteSession,
+    RemoteTurn,
     SavedAgent,
     SessionState,
 )
-from runtime.models import Conversation, ConversationKind
+from runtime.models import Conversation, ConversationKind, Run
 
 logger = logging.getLogger(__name__)
 
-CHARACTERS_PER_TOKEN = 4
+BYTES_PER_TOKEN = 3
+AGENT_INSTRUCTIONS = (
+    "You are Impo, the user's personal agent. Answer plainly. Use the functions you are given when they help; "
+    "a function's error text tells you what went wrong or that an outcome is unknown: say so, never guess."
+)
 
 
-class RemoteCreationPending(Exception):
+class CreationPending(Exception):
     """The outcome of a remote create is unknown; the intent waits for reconciliation."""
 
-    def __init__(self, intent: CreationIntent):
-        super().__init__(f"{intent.kind} intent {intent.id} is pending reconciliation")
+    def __init__(self, intent: CreationIntent, reason: str):
+        super().__init__(f"{intent.kind} intent {intent.id} is pending reconciliation: {reason}")
         self.intent = intent
 
 
-class RemoteCreationFailed(Exception):
+class CreationRefused(Exception):
     """The provider refused the create outright (not a transport problem): retrying will not help."""
 
 
-def ensure_saved_agent(owner, client: RebyteClient) -> SavedAgent:
+def tools_fingerprint(tools: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# --- agents -------------------------------------------------------------------------------------------
+
+
+def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
     agent = SavedAgent.objects.filter(owner=owner).first()
     if agent is not None:
         return agent
-    intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
-    return _realise(intent, client)
+    with transaction.atomic(durable=True):
+        intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
+    return realise(intent, gateway)
 
 
-def ensure_current_session(conversation: Conversation, client: RebyteClient, *, now: datetime) -> RemoteSession:
-    """The session the next turn of this conversation goes to, rotating Main Chat's when it is spent."""
+# --- sessions -----------------------------------------------------------------------------------------
+
+
+def usable_session(conversation: Conversation, *, fingerprint: str, now: datetime) -> RemoteSession | None:
+    """The conversation's current session if the next turn may go to it; a spent one is retired here."""
     current = RemoteSession.objects.filter(conversation=conversation, state=SessionState.CURRENT).first()
-    if current is not None and conversation.kind == ConversationKind.MAIN_CHAT:
-        reason = rotation_reason(current, now=now)
-        if reason:
-            _retire(current, reason=reason, now=now)
-            current = None
-    if current is not None:
+    if current is None:
+        return None
+    reason = rotation_reason(current, fingerprint=fingerprint, now=now)
+    if not reason:
         return current
-    ensure_saved_agent(conversation.owner, client)
-    intent = _open_intent(owner=conversation.owner, kind=IntentKind.SESSION, conversation=conversation)
-    return _realise(intent, client)
+    # Conditional, so two callers that both see a spent session retire it once.
+    RemoteSession.objects.filter(id=current.id, state=SessionState.CURRENT).update(
+        state=SessionState.HISTORICAL, rotation_reason=reason, rotated_at=now
+    )
+    return None
 
 
-def rotation_reason(session: RemoteSession, *, now: datetime) -> str:
+def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) -> str:
+    if session.tools_fingerprint != fingerprint:
+        return "tools"
+    if session.conversation.kind != ConversationKind.MAIN_CHAT:
+        return ""  # a task keeps its one session
     if (now - session.last_activity_at).total_seconds() >= settings.IMPO_SESSION_MAX_IDLE_SECONDS:
         return "idle"
     if session.turn_count >= settings.IMPO_SESSION_MAX_TURNS:
         return "turns"
-    if session.context_estimate >= settings.IMPO_SESSION_MAX_CONTEXT_TOKENS:
+    if session.context_estimate is None or session.context_estimate >= settings.IMPO_SESSION_MAX_CONTEXT_TOKENS:
         return "context"
     return ""
 
 
-@transaction.atomic
-def record_session_activity(
-    session_id: int, *, characters: int, message_sequence: int, now: datetime, new_turn: bool
-) -> None:
-    """Counts what a session has been sent and has answered; called inside the run's fenced write."""
-    session = RemoteSession.objects.select_for_update().get(id=session_id)
-    session.turn_count += 1 if new_turn else 0
-    session.context_estimate += characters // CHARACTERS_PER_TOKEN
-    session.last_activity_at = now
-    if session.first_message_sequence is None:
-        session.first_message_sequence = message_sequence
-    session.last_message_sequence = max(session.last_message_sequence or 0, message_sequence)
-    session.save()
-
-
-def reconcile_intent(intent_id, client: RebyteClient) -> CreationIntent:
-    """Settles an open intent by looking up (then, if absent, creating) its remote resource."""
-    intent = CreationIntent.objects.get(id=intent_id)
-    if intent.state in OPEN_INTENT_STATES:
-        try:
-            _realise(intent, client)
-        except (RemoteCreationPending, RemoteCreationFailed, RebyteRetryableError) as exc:
-            logger.info("intent %s not settled yet: %s", intent.id, exc)
-    intent.refresh_from_db()
+def open_session_intent(run: Run, *, tools: list[dict], input_parts: list[str]) -> CreationIntent:
+    """Inside the run's fenced transaction: the session this run's input will create, with that input."""
+    intent = _open_intent(
+        owner=run.submission.owner, kind=IntentKind.SESSION, conversation=run.submission.conversation, run=run
+    )
+    if not intent.request:
+        intent.request = {"tools": tools, "input_parts": input_parts}
+        intent.save(update_fields=["request", "updated_at"])
     return intent
 
 
-def _retire(session: RemoteSession, *, reason: str, now: datetime) -> None:
-    # Conditional, so two runs that both see a spent session retire it once.
-    RemoteSession.objects.filter(id=session.id, state=SessionState.CURRENT).update(
-        state=SessionState.HISTORICAL, rotation_reason=reason, rotated_at=now
+def session_has_history(conversation: Conversation) -> bool:
+    return RemoteSession.objects.filter(conversation=conversation).exists()
+
+
+def record_completed_turn(session_id: int, *, items: list, now: datetime) -> None:
+    """After a turn of the session completed: count it, reset idleness, and re-measure the context."""
+    session = RemoteSession.objects.select_for_update().get(id=session_id)
+    intent = session.intent
+    measured = json.dumps(
+        {
+            "instructions": AGENT_INSTRUCTIONS,
+            "tools": intent.request.get("tools", []),
+            "items": [item.model_dump(mode="json") for item in items],
+        },
+        ensure_ascii=False,
     )
+    session.context_estimate = len(measured.encode()) // BYTES_PER_TOKEN
+    session.turn_count = F("turn_count") + 1
+    session.last_activity_at = now
+    session.save(update_fields=["context_estimate", "turn_count", "last_activity_at"])
 
 
-def _open_intent(*, owner, kind: str, conversation: Conversation | None) -> CreationIntent:
-    """Returns the open intent for this resource, committing a new one if there is none."""
+# --- a run's binding --------------------------------------------------------------------------------
+
+
+def remote_turn_of(run: Run) -> RemoteTurn:
+    remote_turn, _ = RemoteTurn.objects.get_or_create(run=run)
+    return remote_turn
+
+
+def bind_session(remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str]) -> None:
+    remote_turn.session = session
+    remote_turn.baseline_turn_ids = baseline_turn_ids
+    remote_turn.pending_intent = None
+    remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
+    message_sequence = remote_turn.run.submission.user_message.sequence
+    RemoteSession.objects.filter(id=session.id, first_message_sequence__isnull=True).update(
+        first_message_sequence=message_sequence
+    )
+    RemoteSession.objects.filter(id=session.id).update(last_message_sequence=message_sequence + 1)
+
+
+def bind_turn(remote_turn: RemoteTurn, turn_id: str) -> None:
+    remote_turn.turn_id = turn_id
+    remote_turn.save(update_fields=["turn_id", "updated_at"])
+
+
+def note_projected(remote_turn: RemoteTurn, *, item_id: str, characters: int, completed: bool) -> None:
+    remote_turn.projected[item_id] = characters
+    if completed and item_id not in remote_turn.completed_items:
+        remote_turn.completed_items.append(item_id)
+    remote_turn.save(update_fields=["projected", "completed_items", "updated_at"])
+
+
+def note_cancel_sent(remote_turn: RemoteTurn) -> None:
+    remote_turn.cancel_sent_at = timezone.now()
+    remote_turn.save(update_fields=["cancel_sent_at", "updated_at"])
+
+
+def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
+    remote_turn.pending_intent = intent
+    remote_turn.save(update_fields=["pending_intent", "updated_at"])
+
+
+# --- creation intents ---------------------------------------------------------------------------------
+
+
+def _open_intent(*, owner, kind: str, conversation: Conversation | None, run: Run | None = None) -> CreationIntent:
+    """The open intent for this resource, or a new one; joins the caller's transaction."""
     scope = {"owner": owner} if kind == IntentKind.AGENT else {"conversation": conversation}
-    with transaction.atomic(durable=True):
-        existing = CreationIntent.objects.filter(kind=kind, state__in=OPEN_INTENT_STATES, **scope).first()
-        if existing is not None:
-            return existing
-        try:
-            with transaction.atomic():
-                return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation)
-        except IntegrityError:
-            return CreationIntent.objects.get(kind=kind, state__in=OPEN_INTENT_STATES, **scope)
+    existing = CreationIntent.objects.filter(kind=kind, state__in=OPEN_INTENT_STATES, **scope).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation, run=run)
+    except IntegrityError:
+        return CreationIntent.objects.get(kind=kind, state__in=OPEN_INTENT_STATES, **scope)
 
 
-def _realise(intent: CreationIntent, client: RebyteClient):
-    remote_id = None
+def realise(intent: CreationIntent, gateway: RebyteGateway):
+    """The intent's resource: found (after an earlier attempt) or created, then adopted. Raises
+    CreationPending when that cannot be decided now, CreationRefused when the provider said no, and
+    Unavailable when nothing was sent (the caller backs off and tries again later)."""
     if intent.attempts:
         # An earlier create was sent (its worker may have died before the answer): look first.
-        try:
-            remote_id = _find_remote(intent, client)
-        except RebyteError as exc:
-            _mark_pending(intent, f"lookup failed: {exc}")
-            raise RemoteCreationPending(intent) from exc
-    if remote_id is None:
-        remote_id = _create_remote(intent, client)
-    return _adopt(intent, remote_id)
-
-
-def _create_remote(intent: CreationIntent, client: RebyteClient) -> str:
-    # Counted before sending, so a crash mid-request still tells the next attempt to look first.
-    CreationIntent.objects.filter(id=intent.id).update(attempts=F("attempts") + 1, updated_at=timezone.now())
-    try:
-        return _send_create(intent, client)
-    except RebyteAmbiguousOutcome as exc:
-        logger.warning("create of %s intent %s is ambiguous: %s", intent.kind, intent.id, exc)
-        try:
-            found = _find_remote(intent, client)
-        except RebyteError as lookup_exc:
-            _mark_pending(intent, f"create ambiguous ({exc}); lookup failed: {lookup_exc}")
-            raise RemoteCreationPending(intent) from lookup_exc
+        found = _lookup(intent, gateway)
         if found is not None:
-            return found
-        # The provider holds nothing for this key: the request never took effect, so one more try
-        # with the same key is safe; a second ambiguous answer is left for reconciliation.
+            return _adopt(intent, found)
+    return _adopt(intent, _create(intent, gateway))
+
+
+def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
+    for attempt in (1, 2):
+        # Counted before sending, so a crash mid-request still tells the next attempt to look first.
+        CreationIntent.objects.filter(id=intent.id).update(attempts=F("attempts") + 1, updated_at=timezone.now())
         try:
-            return _send_create(intent, client)
-        except RebyteAmbiguousOutcome as again:
-            _mark_pending(intent, f"create ambiguous twice: {again}")
-            raise RemoteCreationPending(intent) from again
-    except RebyteRetryableError:
-        # Nothing reached the provider: no ambiguity, the intent stays open and the caller retries.
-        raise
-    except RebyteError as exc:
-        _mark_failed(intent, str(exc))
-        raise RemoteCreationFailed(str(exc)) from exc
+            return _send_create(intent, gateway)
+        except UnknownOutcome as exc:
+            logger.warning("create of %s intent %s is ambiguous: %s", intent.kind, intent.id, exc)
+            found = _lookup(intent, gateway)
+            if found is not None:
+                return found
+            if attempt == 2:
+                _mark_pending(intent, f"create ambiguous twice: {exc}")
+                raise CreationPending(intent, "create ambiguous twice") from exc
+        except Refused as exc:
+            _mark(intent, IntentState.FAILED, str(exc))
+            raise CreationRefused(str(exc)) from exc
+    raise AssertionError("unreachable")
 
 
-def _send_create(intent: CreationIntent, client: RebyteClient) -> str:
+def _send_create(intent: CreationIntent, gateway: RebyteGateway) -> str:
     if intent.kind == IntentKind.AGENT:
-        agent = client.create_agent(f"Impo agent of user {intent.owner_id}", intent.metadata, intent.idempotency_key)
+        agent = gateway.create_agent(
+            model=settings.REBYTE_MODEL,
+            name=f"Impo agent of user {intent.owner_id}",
+            instructions=AGENT_INSTRUCTIONS,
+            metadata=intent.metadata,
+        )
         return agent.id
     agent = SavedAgent.objects.get(owner_id=intent.owner_id)
-    return client.create_session(agent.remote_id, intent.metadata, intent.idempotency_key).id
+    session = gateway.create_session(
+        agent_id=agent.remote_id,
+        tools=intent.request["tools"],
+        input_parts=intent.request["input_parts"],
+        metadata=intent.metadata,
+    )
+    return session.id
 
 
-def _find_remote(intent: CreationIntent, client: RebyteClient) -> str | None:
-    lookup = {"impo_intent": str(intent.id)}
-    found = client.find_agents(lookup) if intent.kind == IntentKind.AGENT else client.find_sessions(lookup)
-    if len(found) > 1:
-        logger.error("%d remote %ss carry intent %s; adopting the oldest", len(found), intent.kind, intent.id)
-    return found[0].id if found else None
+def _lookup(intent: CreationIntent, gateway: RebyteGateway) -> str | None:
+    """The one remote resource carrying the intent's metadata, or None after two empty full listings."""
+    for listing in (1, 2):
+        if listing == 2:
+            time.sleep(settings.IMPO_REBYTE_LISTING_GRACE_SECONDS)
+        try:
+            matches = _matching(intent, gateway)
+        except Unavailable as exc:
+            _mark_pending(intent, f"lookup failed: {exc}")
+            raise CreationPending(intent, "lookup failed") from exc
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            _mark_pending(intent, f"{len(matches)} remote {intent.kind}s carry this intent: {', '.join(matches)}")
+            raise CreationPending(intent, "several remote resources match")
+    return None
+
+
+def _matching(intent: CreationIntent, gateway: RebyteGateway) -> list[str]:
+    expected = intent.metadata
+    if intent.kind == IntentKind.AGENT:
+        candidates = gateway.list_agents()
+    else:
+        candidates = gateway.list_sessions(SavedAgent.objects.get(owner_id=intent.owner_id).remote_id)
+    return [c.id for c in candidates if all(c.metadata.get(key) == value for key, value in expected.items())]
 
 
 def _adopt(intent: CreationIntent, remote_id: str):
-    with transaction.atomic(durable=True):
+    with transaction.atomic():
         intent = CreationIntent.objects.select_for_update().get(id=intent.id)
         if intent.state == IntentState.CREATED:
             return _resource_of(intent)
@@ -199,6 +285,7 @@ def _adopt(intent: CreationIntent, remote_id: str):
             saved_agent=SavedAgent.objects.get(owner_id=intent.owner_id),
             remote_id=remote_id,
             intent=intent,
+            tools_fingerprint=tools_fingerprint(intent.request["tools"]),
             last_activity_at=timezone.now(),
         )
 
@@ -210,31 +297,41 @@ def _resource_of(intent: CreationIntent):
 
 
 def _mark_pending(intent: CreationIntent, error: str) -> None:
+    _mark(intent, IntentState.PENDING_RECONCILIATION, error)
+
+
+def _mark(intent: CreationIntent, state: str, error: str) -> None:
     CreationIntent.objects.filter(id=intent.id, state__in=OPEN_INTENT_STATES).update(
-        state=IntentState.PENDING_RECONCILIATION, last_error=error, updated_at=timezone.now()
+        state=state, last_error=error, updated_at=timezone.now()
     )
 
 
-def _mark_failed(intent: CreationIntent, error: str) -> None:
-    CreationIntent.objects.filter(id=intent.id, state__in=OPEN_INTENT_STATES).update(
-        state=IntentState.FAILED, last_error=error, updated_at=timezone.now()
-    )
+def reconcile_intent(intent_id, gateway: RebyteGateway) -> CreationIntent:
+    """Settles an open intent by looking up (then, if absent, creating) its remote resource."""
+    intent = CreationIntent.objects.get(id=intent_id)
+    if intent.state in OPEN_INTENT_STATES:
+        try:
+            realise(intent, gateway)
+        except (CreationPending, CreationRefused, Unavailable) as exc:
+            logger.info("intent %s not settled yet: %s", intent.id, exc)
+    intent.refresh_from_db()
+    return intent
 
 
-def reconcile_open_intents(client: RebyteClient, *, limit: int = 50) -> int:
+def reconcile_open_intents(gateway: RebyteGateway, *, limit: int = 50) -> int:
     """The reconciler's pass over intents left pending; returns how many it settled."""
     pending = CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION).order_by("updated_at")
     settled = 0
     for intent_id in pending.values_list("id", flat=True)[:limit]:
-        settled += reconcile_intent(intent_id, client).state not in OPEN_INTENT_STATES
+        settled += reconcile_intent(intent_id, gateway).state not in OPEN_INTENT_STATES
     return settled
 
 
 def staff_adopt_intent(intent_id, *, remote_id: str, actor, note: str) -> None:
     """A staff member confirmed the remote resource exists (id from the provider's console)."""
-    intent = CreationIntent.objects.get(id=intent_id)
-    _adopt(intent, remote_id)
-    CreationIntent.objects.filter(id=intent_id).update(resolved_by=actor, resolution_note=note)
+    with transaction.atomic(durable=True):
+        _adopt(CreationIntent.objects.get(id=intent_id), remote_id)
+        CreationIntent.objects.filter(id=intent_id).update(resolved_by=actor, resolution_note=note)
 
 
 def staff_fail_intent(intent_id, *, actor, note: str) -> bool:

@@ -19,7 +19,7 @@ class RunAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     list_filter = ["state", "error_code"]
-    search_fields = ["id", "submission__id", "remote_turn_id", "submission__owner__username"]
+    search_fields = ["id", "submission__id", "remote_turn__turn_id", "submission__owner__username"]
     readonly_fields = [field.name for field in Run._meta.fields]
     actions = ["recheck_now", "mark_failed"]
 

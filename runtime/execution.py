@@ -1,47 +1,106 @@
 """Drives one run against the provider, from claim to a terminal state, under a fenced lease.
 
-Provider I/O happens outside transactions; every effect of it is written through a fenced service
-call, together with the provider cursor it came from, so a successor resumes exactly where the last
-committed write stopped.
+The one module that knows runtime, tools and rebyte together (DESIGN §1.4, §5; shared/REBYTE.md):
+- the run's input reaches its conversation's session once: as the first input of a new session (through a
+  creation intent) or as one `input.message` event keyed `impo-run-<run id>`, sent only while no turn of
+  the session is active, after the session's turns were recorded as the baseline its turn is new against;
+- the session's live stream wakes the worker and carries text deltas; the turn, the session's items (by
+  item id) and `required_actions` are the truth read on start, on resume and whenever the stream is quiet;
+- what one read brings is applied in one fenced transaction, with the count of characters projected per
+  item, so a successor after a crash projects only the rest;
+- tool results are saved before they are sent back, as `tool_result` events keyed by the call;
+- a provider that is unavailable gives the run back with capped backoff (never failing it); a create
+  whose outcome is unknown parks the run until reconciliation decides.
 """
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 import uuid
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
-from rebyte import client as rebyte
-from rebyte.provider import provider_client
-from rebyte.services import RemoteCreationFailed, RemoteCreationPending, ensure_current_session
+from rebyte import services as rebyte_services
+from rebyte.client import ProviderError, RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
+from rebyte.provider import provider_gateway
 from runtime import selectors, services
 from runtime.models import Run, RunState
 from tools import dispatch
 from tools import services as tool_services
-from tools.selectors import cancel_requested, catalog_for_run
+from tools.models import ToolCall, ToolReceipt
+from tools.selectors import catalog_for_run
 
 logger = logging.getLogger(__name__)
 
-STREAM_RESUMES_PER_ATTEMPT = 5
+TERMINAL_TURN_STATES = {"completed": RunState.COMPLETED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+# Live events after which the truth is read at once rather than at the next quiet moment.
+_TRUTH_EVENTS = frozenset(
+    {
+        "agent.session.turn.created",
+        "agent.session.turn.item.done",
+        "agent.session.turn.completed",
+        "agent.session.turn.failed",
+        "agent.session.turn.cancelled",
+        "agent.session.requires_action",
+        "agent.session.idle",
+        "agent.session.failed",
+        "error",
+    }
+)
+DEVICE_POLL_SECONDS = 0.25
+LIVE_CONNECT_SECONDS = 5.0
 
 
 def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def execute_run(run_id, worker_id: str) -> None:
+    lease = services.claim_run(run_id, worker_id)
+    if lease is None:
+        return
+    with provider_gateway() as gateway, _Heartbeat(lease) as heartbeat:
+        try:
+            _RunDriver(lease, gateway, heartbeat).drive()
+        except services.LeaseLost as exc:
+            logger.warning("stopping: %s", exc)
+        except rebyte_services.CreationRefused as exc:
+            _finish_quietly(lease, RunState.FAILED, ("provider_rejected", str(exc), False))
+        except Refused as exc:
+            _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
+        except (Unavailable, UnknownOutcome) as exc:
+            _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
+        except Exception as exc:
+            logger.exception("run %s: unexpected error; released for another attempt", run_id)
+            _release_quietly(lease, f"{type(exc).__name__}: {exc}", provider=False)
+
+
+def _finish_quietly(lease, state, error) -> None:
+    try:
+        services.finish_run(lease, state, error=error)
+    except services.LeaseLost as exc:
+        logger.warning("could not finish: %s", exc)
+
+
+def _release_quietly(lease, cause: str, *, provider: bool) -> None:
+    try:
+        if provider:
+            delay = services.release_for_provider(lease, cause=cause)
+            logger.warning("run %s: %s; retrying in %.1f s", lease.run_id, cause, delay)
+        else:
+            services.release_after_error(lease, cause=cause)
+    except services.LeaseLost as exc:
+        logger.warning("could not release: %s", exc)
+
+
 class _Heartbeat:
-    """Keeps the lease alive while the provider is slow, notices a takeover, and relays cancellation.
-
-    Runs beside the stream reader so that a long wait (a slow tool, a quiet agent) neither lets the
-    lease lapse nor delays a cancel until the next provider event.
-    """
-
-    CANCEL_CHECK_SECONDS = 0.5
+    """Keeps the lease alive while the provider or a device is slow, and notices a takeover."""
 
     def __init__(self, lease: services.Lease):
         self._lease = lease
@@ -62,161 +121,350 @@ class _Heartbeat:
             raise services.LeaseLost(f"run {self._lease.run_id}: heartbeat found the lease taken over")
 
     def _beat(self):
-        interval = settings.IMPO_RUN_LEASE_SECONDS / 3
-        next_beat = time.monotonic() + interval
-        cancel_relayed = False
         try:
-            while not self._stop.wait(min(self.CANCEL_CHECK_SECONDS, interval)):
-                if time.monotonic() >= next_beat:
+            while not self._stop.wait(settings.IMPO_RUN_LEASE_SECONDS / 3):
+                try:
                     services.heartbeat(self._lease)
-                    next_beat = time.monotonic() + interval
-                if not cancel_relayed:
-                    cancel_relayed = self._relay_cancel()
-        except services.LeaseLost:
-            self.lost.set()
+                except services.LeaseLost:
+                    self.lost.set()
+                    return
+                except Exception:
+                    # A database hiccup must not silently end the beat: the lease would lapse mid-turn.
+                    logger.exception("run %s: heartbeat failed; trying again", self._lease.run_id)
+                    connection.close()
         finally:
             connection.close()
 
-    def _relay_cancel(self) -> bool:
-        turn_id = selectors.turn_to_cancel(self._lease.run_id)
-        if not turn_id:
-            return False
+
+class _LiveStream:
+    """The session's live events, read in a thread into a queue; reconnects while it is wanted.
+
+    Only a wake-up and a source of deltas: whatever it misses, the next read of the truth brings.
+    """
+
+    def __init__(self, gateway: RebyteGateway, session_remote_id: str):
+        self._gateway = gateway
+        self._session = session_remote_id
+        self.events: queue.Queue = queue.Queue()
+        self.connected = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name=f"live-{session_remote_id}", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        self.connected.wait(LIVE_CONNECT_SECONDS)
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+
+    def _read(self):
+        while not self._stop.is_set():
+            try:
+                with self._gateway.live_events(self._session) as events:
+                    self.connected.set()
+                    for event in events:
+                        if self._stop.is_set():
+                            return
+                        self.events.put(event)
+            except ProviderError as exc:
+                logger.info("live stream of %s broke: %s", self._session, exc)
+            self.connected.set()  # the caller must not wait for a stream that cannot be had
+            self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
+
+    def drain(self, timeout: float) -> list:
         try:
-            with provider_client() as client:
-                client.cancel_turn(turn_id)
-        except rebyte.RebyteError as exc:
-            logger.warning("run %s: cancelling turn %s failed, will retry: %s", self._lease.run_id, turn_id, exc)
+            batch = [self.events.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                batch.append(self.events.get_nowait())
+            except queue.Empty:
+                return batch
+
+
+class _RunDriver:
+    def __init__(self, lease: services.Lease, gateway: RebyteGateway, heartbeat: _Heartbeat):
+        self.lease = lease
+        self.gateway = gateway
+        self.heartbeat = heartbeat
+        self.run = Run.objects.select_related(
+            "submission__conversation__owner", "submission__user_message", "submission__assistant_message"
+        ).get(id=lease.run_id)
+        self.live_text: dict[str, str] = {}
+
+    def fence(self):
+        return services.fenced(self.lease)
+
+    def drive(self) -> None:
+        with self.fence():
+            self.remote_turn = rebyte_services.remote_turn_of(self.run)
+        session = self._session_with_input()
+        if session is None:
+            return  # parked for reconciliation
+        with _LiveStream(self.gateway, session.remote_id) as live:
+            if self.run.input_sent_at is None:
+                self._send_input(session)
+            self._follow(session, live)
+
+    # --- the input: a new session created with it, or one message event ---------------------------
+
+    def _session_with_input(self) -> RemoteSession | None:
+        if self.remote_turn.session_id is not None:
+            return self.remote_turn.session
+        owner = self.run.submission.conversation.owner
+        if self.run.input_sent_at is not None:
+            # An earlier attempt created (or tried to create) a session carrying this input: finish that.
+            intent = CreationIntent.objects.filter(run=self.run, kind=IntentKind.SESSION).latest("created_at")
+            return self._realise_session(intent)
+        tools = [tool.to_provider() for tool in catalog_for_run(self.run)]
+        try:
+            rebyte_services.ensure_saved_agent(owner, self.gateway)
+        except rebyte_services.CreationPending as exc:
+            self._park(exc)
+            return None
+        fingerprint = rebyte_services.tools_fingerprint(tools)
+        with self.fence():
+            session = rebyte_services.usable_session(
+                self.run.submission.conversation, fingerprint=fingerprint, now=timezone.now()
+            )
+        if session is not None:
+            return session
+        parts = self._input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
+        with self.fence() as run:
+            services.mark_input_sent(run)
+            intent = rebyte_services.open_session_intent(run, tools=tools, input_parts=parts)
+        self.run.input_sent_at = timezone.now()
+        return self._realise_session(intent)
+
+    def _realise_session(self, intent: CreationIntent) -> RemoteSession | None:
+        try:
+            session = rebyte_services.realise(intent, self.gateway)
+        except rebyte_services.CreationPending as exc:
+            self._park(exc)
+            return None
+        with self.fence():
+            # Created with this run's input, the session's first turn is this run's: nothing came before it.
+            rebyte_services.bind_session(self.remote_turn, session, baseline_turn_ids=[])
+        return session
+
+    def _input_parts(self, *, carry: bool) -> list[str]:
+        parts = []
+        if carry:
+            earlier = selectors.carry_of(self.run.submission.conversation_id, self.run.submission.user_message.sequence)
+            if earlier:
+                parts.append(f"Earlier in this conversation (context, not a new request):\n{earlier}")
+        parts.append(self.run.submission.user_message.text)
+        return parts
+
+    def _send_input(self, session: RemoteSession) -> None:
+        """Sends the run's message once no turn of the session is active (input never steers a turn)."""
+        turns = self._wait_until_session_idle(session)
+        with self.fence() as run:
+            services.mark_input_sent(run)
+            rebyte_services.bind_session(self.remote_turn, session, baseline_turn_ids=[t.id for t in turns])
+        self.run.input_sent_at = timezone.now()
+        self.gateway.send_message(session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key)
+
+    @property
+    def _input_key(self) -> str:
+        return f"impo-run-{self.run.id}"
+
+    def _wait_until_session_idle(self, session: RemoteSession) -> list:
+        """The session's turns once none is active; a turn left active by an earlier run is cancelled."""
+        deadline = time.monotonic() + settings.IMPO_TURN_APPEAR_SECONDS * 3
+        while True:
+            self.heartbeat.check()
+            turns = self.gateway.list_turns(session.remote_id)
+            active = [t for t in turns if t.status not in TERMINAL_TURN_STATES]
+            if not active:
+                return turns
+            if time.monotonic() > deadline:
+                raise Unavailable(f"turn {active[0].id} stays active", operation="list_turns")
+            for turn in active:
+                logger.warning("run %s: cancelling turn %s left active in %s", self.run.id, turn.id, session.remote_id)
+                self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-stale-{turn.id}")
+            time.sleep(settings.IMPO_PROVIDER_POLL_SECONDS)
+
+    def _park(self, exc: rebyte_services.CreationPending) -> None:
+        with self.fence() as run:
+            rebyte_services.wait_for_intent(self.remote_turn, exc.intent)
+            services.await_reconciliation(run, reason=str(exc))
+
+    # --- following the turn -----------------------------------------------------------------------
+
+    def _follow(self, session: RemoteSession, live: _LiveStream) -> None:
+        read_truth = True
+        last_resend = time.monotonic()
+        while True:
+            self.heartbeat.check()
+            if read_truth:
+                turn = self._find_turn(session)
+                if turn is None:
+                    if time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS:
+                        # Its 202 may have been lost before the provider saw it: the same key makes this safe.
+                        self.gateway.send_message(
+                            session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key
+                        )
+                        last_resend = time.monotonic()
+                elif self._apply_truth(session, turn):
+                    return
+            events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
+            self._apply_live(events)
+            read_truth = not events or any(event.type in _TRUTH_EVENTS for event in events)
+
+    def _find_turn(self, session: RemoteSession):
+        turns = self.gateway.list_turns(session.remote_id)
+        if self.remote_turn.turn_id:
+            return next((t for t in turns if t.id == self.remote_turn.turn_id), None)
+        baseline = set(self.remote_turn.baseline_turn_ids)
+        new = [t for t in turns if t.id not in baseline and not t.subagent_id]
+        if not new:
+            return None
+        if len(new) > 1:
+            logger.error("run %s: %d new turns in %s; taking the first", self.run.id, len(new), session.remote_id)
+        with self.fence() as run:
+            rebyte_services.bind_turn(self.remote_turn, new[0].id)
+            services.note_provider_recovered(run)
+        return new[0]
+
+    def _apply_truth(self, session: RemoteSession, turn) -> bool:
+        """Projects what the items hold, answers waiting function calls, ends the run on a terminal turn.
+
+        The turn is read before the items, so the items of a turn seen terminal are complete.
+        """
+        items = self.gateway.list_items(session.remote_id)
+        mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
+        messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
+        self._project({m.id: (m.output_text, m.status != "in_progress") for m in messages})
+        self._relay_cancel(session, turn)
+        if turn.status == "waiting":
+            remote = self.gateway.get_session(session.remote_id)
+            actions = [a for a in remote.required_actions if a.type == "function_call" and a.turn_id == turn.id]
+            self._answer(session, turn.id, actions)
             return False
+        state = TERMINAL_TURN_STATES.get(turn.status)
+        if state is None:
+            return False
+        error = None
+        if state == RunState.FAILED:
+            code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
+            error = (code, message, False)
+        with self.fence() as run:
+            if state == RunState.COMPLETED:
+                rebyte_services.record_completed_turn(session.id, items=items, now=timezone.now())
+            services.finish_in_transaction(run, state, error=error)
         return True
 
+    def _apply_live(self, events: list) -> None:
+        texts = {}
+        for event in events:
+            if event.type == "agent.session.turn.item.added" and event.item.type == "message":
+                if event.item.role == "assistant" and event.turn_id == self.remote_turn.turn_id:
+                    self.live_text[event.item.id] = event.item.output_text
+            elif event.type == "agent.session.turn.output_text.delta" and event.item_id in self.live_text:
+                self.live_text[event.item_id] += event.delta
+                texts[event.item_id] = (self.live_text[event.item_id], False)
+        if texts:
+            self._project(texts)
 
-def execute_run(run_id, worker_id: str) -> None:
-    tool_services.reopen_abandoned_device_wait(run_id)
-    lease = services.claim_run(run_id, worker_id)
-    if lease is None:
-        return
-    with provider_client() as client, _Heartbeat(lease) as heartbeat:
-        try:
-            _drive(lease, client, heartbeat)
-        except services.LeaseLost as exc:
-            logger.warning("stopping: %s", exc)
-        except RemoteCreationPending as exc:
-            services.await_reconciliation(lease, intent_id=exc.intent.id, reason=str(exc))
-        except RemoteCreationFailed as exc:
-            services.finish_run(lease, RunState.FAILED, error=("provider_rejected", str(exc), False))
-        except (rebyte.RebyteRetryableError, rebyte.RebyteAmbiguousOutcome) as exc:
-            logger.warning("run %s: provider unavailable, released for retry: %s", run_id, exc)
-            services.release_run(lease, reason=f"provider unavailable: {exc}")
-        except rebyte.RebyteError as exc:
-            services.finish_run(lease, RunState.FAILED, error=("provider_error", str(exc), False))
+    def _project(self, texts: dict[str, tuple[str, bool]]) -> None:
+        """One fenced transaction for everything not yet projected of these items (text, completed)."""
+        projected = self.remote_turn.projected
+        todo = {
+            item_id: (text, done)
+            for item_id, (text, done) in texts.items()
+            if len(text) > projected.get(item_id, 0) or (done and item_id not in self.remote_turn.completed_items)
+        }
+        if not todo:
+            return
+        with self.fence() as run:
+            for item_id, (text, done) in todo.items():
+                already = self.remote_turn.projected.get(item_id, 0)
+                if len(text) > already:
+                    services.project_text_delta(run, part_id=f"text-{item_id}", delta=text[already:])
+                completed = done and item_id not in self.remote_turn.completed_items
+                if completed:
+                    services.project_message_completed(run, part_id=f"text-{item_id}", text=text)
+                rebyte_services.note_projected(
+                    self.remote_turn, item_id=item_id, characters=max(already, len(text)), completed=completed
+                )
+
+    def _relay_cancel(self, session: RemoteSession, turn) -> None:
+        if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
+            return
+        if not Run.objects.filter(id=self.run.id, cancel_requested_at__isnull=False).exists():
+            return
+        self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
+        with self.fence():
+            rebyte_services.note_cancel_sent(self.remote_turn)
+
+    # --- function calls ---------------------------------------------------------------------------
+
+    def _answer(self, session: RemoteSession, turn_id: str, actions: list) -> None:
+        for action in actions:
+            with self.fence() as run:
+                call = tool_services.record_call(
+                    run, call_id=action.call_id, name=action.name, arguments=action.arguments
+                )
+            call = ToolCall.objects.select_related("run__submission__owner").get(id=call.id)
+            receipt = dispatch.settle(call, fence=self.fence, check=self.heartbeat.check)
+            if receipt is None:
+                receipt = self._await_device(call)
+            if selectors.cancel_requested(self.run.id):
+                continue  # the agent gets no more input; the relayed cancel ends the turn
+            result = receipt.result
+            self.gateway.send_tool_result(
+                session.remote_id,
+                turn_id=turn_id,
+                call_id=action.call_id,
+                success="error" not in result,
+                text=tool_services.tool_result_text(result),
+                idempotency_key=f"impo-tool-result-{call.id}",
+            )
+            with self.fence() as run:
+                tool_services.mark_submitted(run, [receipt.id])
+
+    def _await_device(self, call: ToolCall) -> ToolReceipt:
+        """Waits, holding the lease, until the device answers, the deadline passes or the run is cancelled."""
+        with self.fence() as run:
+            services.enter_waiting_device(run)
+        while True:
+            self.heartbeat.check()
+            receipt = dispatch.device_receipt(
+                call, fence=self.fence, cancel_requested=selectors.cancel_requested(self.run.id)
+            )
+            if receipt is not None:
+                with self.fence() as run:
+                    services.leave_waiting_device(run)
+                return receipt
+            time.sleep(DEVICE_POLL_SECONDS)
 
 
-def _drive(lease: services.Lease, client: rebyte.RebyteClient, heartbeat: _Heartbeat) -> None:
-    run = Run.objects.select_related(
-        "submission__conversation__owner", "submission__user_message", "remote_session"
-    ).get(id=lease.run_id)
-    turn_id = run.remote_turn_id or _start_turn(lease, run, client)
-    cursor = run.provider_cursor
-    for _ in range(STREAM_RESUMES_PER_ATTEMPT):
-        try:
-            for event in client.iter_turn_events(turn_id, after=cursor):
-                heartbeat.check()
-                parked = _apply(lease, run, event, client, heartbeat)
-                cursor = event.sequence
-                if event.terminal or parked:
-                    return
-        except rebyte.RebyteStreamInterrupted as exc:
-            logger.info("run %s: turn stream interrupted at %s; resuming", run.id, exc.last_sequence)
-    raise rebyte.RebyteRetryableError(
-        f"turn {turn_id} stream kept breaking ({STREAM_RESUMES_PER_ATTEMPT} resumes)", operation="turn_events"
-    )
+# --- the sweeper's part: runs waiting for a creation the reconciler settled -----------------------
 
 
-def _start_turn(lease: services.Lease, run: Run, client: rebyte.RebyteClient) -> str:
-    """Creates the run's one remote turn, or finds the one an earlier attempt created."""
-    session = run.remote_session
-    text = run.submission.user_message.text
-    turn = None
-    if session is None:
-        session = ensure_current_session(run.submission.conversation, client, now=timezone.now())
-        services.bind_turn_intent(lease, session.id)
-    elif run.turn_requested_at is not None:
-        turn = _find_turn(client, session.remote_id, run)
-    if turn is None:
-        try:
-            turn = _create_turn(client, session.remote_id, run)
-        except rebyte.RebyteAmbiguousOutcome:
-            # Nothing under this run's id means the create never took effect; the same
-            # idempotency key makes one more try safe. A second ambiguity ends the attempt, and
-            # the next one looks the turn up first (turn_requested_at is saved).
-            turn = _find_turn(client, session.remote_id, run) or _create_turn(client, session.remote_id, run)
-    services.bind_turn(lease, turn.id, input_characters=len(text))
-    return turn.id
-
-
-def _create_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn:
-    tools = [tool.to_provider() for tool in catalog_for_run(run)]
-    return client.create_turn(
-        session_remote_id, run.submission.user_message.text, tools, {"impo_run_id": str(run.id)}, f"impo-run-{run.id}"
-    )
-
-
-def _find_turn(client: rebyte.RebyteClient, session_remote_id: str, run: Run) -> rebyte.Turn | None:
-    found = client.find_turns(session_remote_id, {"impo_run_id": str(run.id)})
-    return found[0] if found else None
-
-
-def _apply(
-    lease: services.Lease, run: Run, event: rebyte.TurnEvent, client: rebyte.RebyteClient, heartbeat: _Heartbeat
-) -> bool:
-    """Applies one provider event; True when the run was parked and this worker must stop."""
-    if isinstance(event, rebyte.TurnRequiresAction):
-        return _answer_tool_calls(lease, run, event, client, heartbeat)
-    if isinstance(event, rebyte.TextDelta):
-        services.apply_text_delta(lease, cursor=event.sequence, part_id=f"text-{event.item_id}", delta=event.delta)
-    elif isinstance(event, rebyte.MessageCompleted):
-        services.apply_message_completed(lease, cursor=event.sequence, part_id=f"text-{event.item_id}", text=event.text)
-    elif isinstance(event, rebyte.TurnCompleted):
-        services.finish_run(lease, RunState.COMPLETED, cursor=event.sequence)
-    elif isinstance(event, rebyte.TurnFailed):
-        services.finish_run(
-            lease, RunState.FAILED, cursor=event.sequence, error=(event.error.code, event.error.message, False)
+def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
+    """Reconciles pending creation intents, then resumes (or fails) the runs that waited for them."""
+    settled = rebyte_services.reconcile_open_intents(gateway)
+    resumed = 0
+    with transaction.atomic(durable=True):
+        waiting = (
+            Run.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("submission", "remote_turn__pending_intent")
+            .filter(
+                state=RunState.PENDING_RECONCILIATION,
+                remote_turn__pending_intent__state__in=[IntentState.CREATED, IntentState.FAILED],
+            )[: services.SWEEP_BATCH]
         )
-    elif isinstance(event, rebyte.TurnCancelled):
-        services.finish_run(lease, RunState.CANCELLED, cursor=event.sequence)
-    else:
-        services.advance_cursor(lease, cursor=event.sequence)
-    return False
-
-
-def _answer_tool_calls(
-    lease: services.Lease,
-    run: Run,
-    event: rebyte.TurnRequiresAction,
-    client: rebyte.RebyteClient,
-    heartbeat: _Heartbeat,
-) -> bool:
-    """Dispatches each waiting call and submits its saved receipt; the cursor moves only after all.
-
-    A successor re-reads this event and finds every call already recorded: settled ones get their
-    receipt submitted again (the provider deduplicates by call id), unsettled ones continue.
-    """
-    for action in event.required_actions:
-        tool_services.record_call(lease, call_id=action.call_id, name=action.name, raw_arguments=action.arguments)
-        receipt = dispatch.settle(lease, action.call_id, check=heartbeat.check)
-        if receipt is None:
-            return True  # uncertain: settle parked the run for reconciliation
-        if cancel_requested(run.id):
-            # The agent gets no more input; the relayed cancel ends the turn, and the stream says so.
-            continue
-        try:
-            client.submit_function_call_output(event.turn_id, action.call_id, tool_services.output_text(receipt.result))
-        except rebyte.RebyteConflict as exc:
-            if exc.code != "turn_not_awaiting_output":
-                raise
-            # The turn stopped waiting (it was cancelled); its terminal event follows on the stream.
-            logger.info("run %s: turn no longer awaits %s", run.id, action.call_id)
-            continue
-        tool_services.mark_submitted(lease, receipt)
-    services.advance_cursor(lease, cursor=event.sequence)
-    return False
+        for run in waiting:
+            remote_turn: RemoteTurn = run.remote_turn
+            intent = remote_turn.pending_intent
+            rebyte_services.wait_for_intent(remote_turn, None)
+            if intent.state == IntentState.FAILED:
+                services.fail_parked_run(run, code="provider_rejected", message=intent.last_error)
+            else:
+                services.resume_parked_run(run)
+                resumed += 1
+    return settled, resumed

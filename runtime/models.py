@@ -165,18 +165,13 @@ class Run(models.Model):
     error_message = models.TextField(blank=True)
     error_retryable = models.BooleanField(default=False)
     last_woken_at = models.DateTimeField(null=True, blank=True)
-    # Provider binding: the session the turn went to, the turn, and the last provider event applied
-    # (saved in the same transaction as that event's projection, so a resumed stream never repeats).
-    remote_session = models.ForeignKey(
-        "rebyte.RemoteSession", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
-    )
-    turn_requested_at = models.DateTimeField(null=True, blank=True)
-    remote_turn_id = models.CharField(max_length=200, blank=True)
-    provider_cursor = models.PositiveBigIntegerField(default=0)
-    # Why a run waits for reconciliation, when it does: the creation it waits for, or its own turn.
-    pending_intent = models.ForeignKey(
-        "rebyte.CreationIntent", on_delete=models.SET_NULL, null=True, blank=True, related_name="waiting_runs"
-    )
+    # When the run's input was handed to the agent provider (committed before it is sent): from then on a
+    # cancel must go through the provider, and a successor must look for the turn instead of sending again.
+    input_sent_at = models.DateTimeField(null=True, blank=True)
+    # A run given back because the provider was unavailable is not claimed before this (capped backoff);
+    # such releases are counted apart from attempts, which bound crashes of our own code only.
+    not_before = models.DateTimeField(null=True, blank=True)
+    provider_failures = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

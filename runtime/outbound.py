@@ -12,6 +12,8 @@ from collections.abc import Callable, Coroutine
 
 from django.db import transaction
 
+from impo.celery import app
+
 PUBLISH_TIMEOUT_SECONDS = 5.0
 
 
@@ -21,10 +23,16 @@ def send_after_commit(send: Callable[[], None]) -> None:
     transaction.on_commit(send, robust=True)
 
 
-def wake_run(run_id) -> None:
-    from runtime.tasks import execute_run  # tasks import the services that call this module
+EXECUTE_RUN_TASK = "runtime.execute_run"
 
-    send_after_commit(lambda: execute_run.delay(str(run_id)))
+
+def wake_run(run_id, *, delay_seconds: float = 0) -> None:
+    """Wakes a worker for the run after commit; `delay_seconds` for a run that must not start before then.
+
+    Sent by task name: this module sits below the task (which drives runs) and must not import it.
+    """
+    countdown = max(0.0, delay_seconds)
+    send_after_commit(lambda: app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], countdown=countdown or None))
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:

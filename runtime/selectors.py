@@ -196,11 +196,28 @@ def run_state_of(submission_id) -> str:
     return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)
 
 
-def turn_to_cancel(run_id) -> str:
-    """The remote turn of a run whose owner asked to cancel it, or '' when there is nothing to relay."""
-    return (
-        Run.objects.filter(id=run_id, cancel_requested_at__isnull=False, state__in=ACTIVE_RUN_STATES)
-        .values_list("remote_turn_id", flat=True)
-        .first()
-        or ""
+def cancel_requested(run_id) -> bool:
+    return Run.objects.filter(id=run_id, cancel_requested_at__isnull=False).exists()
+
+
+CARRY_TURNS = 2
+CARRY_TURN_CHARACTERS = 750
+CARRY_TOTAL_CHARACTERS = 3000
+
+
+def carry_of(conversation_id, before_sequence: int) -> str:
+    """The last completed turns before a message, for a new session to keep the thread (DESIGN §3)."""
+    submissions = (
+        Submission.objects.filter(
+            conversation_id=conversation_id,
+            user_message__sequence__lt=before_sequence,
+            run__state=RunState.COMPLETED,
+        )
+        .select_related("user_message", "assistant_message")
+        .order_by("-user_message__sequence")[:CARRY_TURNS]
     )
+    turns = []
+    for submission in reversed(list(submissions)):
+        turn = f"User: {submission.user_message.text}\nAssistant: {submission.assistant_message.text}"
+        turns.append(turn if len(turn) <= CARRY_TURN_CHARACTERS else turn[: CARRY_TURN_CHARACTERS - 1] + "…")
+    return "\n\n".join(turns)[:CARRY_TOTAL_CHARACTERS]

@@ -1,7 +1,7 @@
 """Write paths of the runtime. Each entry point is one durable transaction.
 
-Lock order, everywhere: a Run row before its Conversation row. The conversation row is locked only
-by `_allocate_sequences`, which every event and message insert goes through.
+Every Run state change lives here. Lock order, everywhere: a Run row before its Conversation row; the
+conversation row is locked only by the event log's `allocate_sequences`, which every insert goes through.
 """
 
 import hashlib
@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from impo.errors import Conflict, NotFound
 from runtime import outbound
+from runtime.events import allocate_sequences, append_events
 from runtime.models import (
+    ACTIVE_RUN_STATES,
     LEASED_RUN_STATES,
     Conversation,
     ConversationKind,
-    Event,
     EventType,
     Message,
     MessageRole,
@@ -32,7 +33,6 @@ from runtime.models import (
     Submission,
     Task,
 )
-from runtime.projection import event_to_wire
 
 TASK_TITLE_MAX = 120
 
@@ -175,7 +175,7 @@ def _receipt(submission: Submission) -> Receipt:
 
 
 def _admit(*, owner, conversation: Conversation, command: MessageCommand, fingerprint: str) -> Receipt:
-    _, first_message_sequence = _allocate_sequences(conversation.id, events=0, messages=2)
+    _, first_message_sequence = allocate_sequences(conversation.id, events=0, messages=2)
     user_message = Message.objects.create(
         conversation=conversation,
         sequence=first_message_sequence,
@@ -223,44 +223,6 @@ def _admit(*, owner, conversation: Conversation, command: MessageCommand, finger
     return _receipt(submission)
 
 
-def append_events(conversation_id, submission_id, items: list[tuple[str, dict]]) -> list[Event]:
-    """Persists events with the conversation's next `seq` values; pushes them after commit."""
-    if not items:
-        return []
-    first_seq, _ = _allocate_sequences(conversation_id, events=len(items), messages=0)
-    events = Event.objects.bulk_create(
-        Event(
-            conversation_id=conversation_id,
-            submission_id=submission_id,
-            seq=first_seq + offset,
-            type=event_type,
-            payload=payload,
-        )
-        for offset, (event_type, payload) in enumerate(items)
-    )
-    outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
-    return events
-
-
-def _allocate_sequences(conversation_id, *, events: int, messages: int) -> tuple[int, int]:
-    """Reserves the next `events` event seqs and `messages` message sequences; returns the first of each.
-
-    The row lock this UPDATE takes is held to commit, so concurrent writers to one conversation
-    take turns and the sequences stay gapless.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runtime_conversation"
-            " SET last_event_seq = last_event_seq + %s,"
-            "     last_message_sequence = last_message_sequence + %s,"
-            "     updated_at = now()"
-            " WHERE id = %s RETURNING last_event_seq, last_message_sequence",
-            [events, messages, conversation_id],
-        )
-        last_event_seq, last_message_sequence = cursor.fetchone()
-    return last_event_seq - events + 1, last_message_sequence - messages + 1
-
-
 # --- execution: claims, fenced writes, release -------------------------------------------------------
 
 
@@ -280,35 +242,60 @@ def _lease_duration() -> timedelta:
     return timedelta(seconds=settings.IMPO_RUN_LEASE_SECONDS)
 
 
+def provider_backoff_seconds(failures: int) -> float:
+    """0.5 s, doubling per consecutive provider failure, capped (DESIGN §1.4)."""
+    return min(settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS, 0.5 * 2 ** max(0, failures - 1))
+
+
+def _earlier_run_unfinished(run: Run) -> bool:
+    """One writer per conversation: a run waits while any run admitted before it in its conversation is active."""
+    return (
+        Run.objects.filter(
+            submission__conversation_id=run.submission.conversation_id,
+            submission__user_message__sequence__lt=run.submission.user_message.sequence,
+            state__in=ACTIVE_RUN_STATES,
+        )
+        .exclude(id=run.id)
+        .exists()
+    )
+
+
 def claim_run(run_id, worker_id: str) -> Lease | None:
-    """Takes the run under a fresh lease, or returns None when it is not this worker's to run."""
+    """Takes the run under a fresh lease, or returns None when it is not this worker's to run now."""
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update(skip_locked=True).select_related("submission").filter(id=run_id).first()
+        run = (
+            Run.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("submission__user_message")
+            .filter(id=run_id)
+            .first()
+        )
         if run is None or run.is_terminal:
             return None
         now = timezone.now()
+        if run.state == RunState.QUEUED and run.not_before is not None and run.not_before > now:
+            return None  # backing off from a provider outage; its delayed wake-up (or the sweeper) comes back
         lease_is_live = run.lease_expires_at is not None and run.lease_expires_at > now
-        if run.state not in (RunState.QUEUED, RunState.RUNNING) or (run.state == RunState.RUNNING and lease_is_live):
+        if run.state not in (RunState.QUEUED, *LEASED_RUN_STATES) or (run.state in LEASED_RUN_STATES and lease_is_live):
             return None
-        if run.cancel_requested_at is not None and not run.remote_turn_id:
+        if _earlier_run_unfinished(run):
+            return None  # the earlier run's end wakes this one
+        if run.cancel_requested_at is not None and run.input_sent_at is None:
             _finish(run, RunState.CANCELLED, now=now)
             run.save()
             return None
         if run.attempts >= settings.IMPO_RUN_MAX_ATTEMPTS:
-            _finish(
-                run,
-                RunState.FAILED,
-                now=now,
-                error=("max_attempts_exceeded", f"gave up after {run.attempts} attempts", False),
-            )
+            cause = run.error_message or "no cause recorded"
+            message = f"gave up after {run.attempts} attempts; last: {cause}"
+            _finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
             run.save()
             return None
-        if run.state == RunState.QUEUED:
+        if run.state != RunState.RUNNING:
             run.transition_to(RunState.RUNNING)
         run.attempts += 1
         run.lease_generation += 1
         run.lease_owner = worker_id
         run.lease_expires_at = now + _lease_duration()
+        run.not_before = None
         run.started_at = run.started_at or now
         run.save()
         append_events(
@@ -348,103 +335,120 @@ def heartbeat(lease: Lease) -> None:
         pass
 
 
-def bind_turn_intent(lease: Lease, remote_session_id: int) -> None:
-    """Records, before the remote create, which session the turn goes to and that it was requested."""
-    with fenced(lease) as run:
-        run.remote_session_id = remote_session_id
-        run.turn_requested_at = timezone.now()
+def mark_input_sent(run: Run) -> None:
+    """Inside the fenced transaction committed before the run's input goes to the provider."""
+    run.input_sent_at = run.input_sent_at or timezone.now()
 
 
-def bind_turn(lease: Lease, remote_turn_id: str, *, input_characters: int) -> None:
-    from rebyte.services import record_session_activity  # rebyte's models point back at runtime's
-
-    with fenced(lease) as run:
-        run.remote_turn_id = remote_turn_id
-        record_session_activity(
-            run.remote_session_id,
-            characters=input_characters,
-            message_sequence=run.submission.user_message.sequence,
-            now=timezone.now(),
-            new_turn=True,
-        )
-
-
-def apply_text_delta(lease: Lease, *, cursor: int, part_id: str, delta: str) -> None:
-    with fenced(lease) as run:
-        run.provider_cursor = cursor
-        message = Message.objects.select_for_update().get(id=run.submission.assistant_message_id)
-        message.text += delta
-        message.status = MessageStatus.STREAMING
-        message.save()
-        append_events(
-            run.submission.conversation_id,
-            run.submission_id,
-            [(EventType.TEXT_DELTA, {"messageId": str(message.id), "partId": part_id, "delta": delta})],
-        )
+def project_text_delta(run: Run, *, part_id: str, delta: str) -> None:
+    """Appends to the assistant message and projects the delta; inside the run's fenced transaction."""
+    message = Message.objects.select_for_update().get(id=run.submission.assistant_message_id)
+    message.text += delta
+    message.status = MessageStatus.STREAMING
+    message.save(update_fields=["text", "status", "updated_at"])
+    append_events(
+        run.submission.conversation_id,
+        run.submission_id,
+        [(EventType.TEXT_DELTA, {"messageId": str(message.id), "partId": part_id, "delta": delta})],
+    )
 
 
-def apply_message_completed(lease: Lease, *, cursor: int, part_id: str, text: str) -> None:
-    from rebyte.services import record_session_activity
-
-    with fenced(lease) as run:
-        run.provider_cursor = cursor
-        message = Message.objects.get(id=run.submission.assistant_message_id)
-        append_events(
-            run.submission.conversation_id,
-            run.submission_id,
-            [(EventType.MESSAGE_COMPLETED, {"messageId": str(message.id), "partId": part_id, "text": text})],
-        )
-        if run.remote_session_id:
-            record_session_activity(
-                run.remote_session_id,
-                characters=len(text),
-                message_sequence=message.sequence,
-                now=timezone.now(),
-                new_turn=False,
+def project_message_completed(run: Run, *, part_id: str, text: str) -> None:
+    append_events(
+        run.submission.conversation_id,
+        run.submission_id,
+        [
+            (
+                EventType.MESSAGE_COMPLETED,
+                {"messageId": str(run.submission.assistant_message_id), "partId": part_id, "text": text},
             )
+        ],
+    )
 
 
-def advance_cursor(lease: Lease, *, cursor: int) -> None:
-    """Skips a provider event that has no projection, so a resumed stream does not re-read it."""
+def enter_waiting_device(run: Run) -> None:
+    if run.state == RunState.RUNNING:
+        run.transition_to(RunState.WAITING_DEVICE)
+
+
+def leave_waiting_device(run: Run) -> None:
+    if run.state == RunState.WAITING_DEVICE:
+        run.transition_to(RunState.RUNNING)
+
+
+def finish_run(lease: Lease, state: str, *, error: tuple[str, str, bool] | None = None) -> None:
     with fenced(lease) as run:
-        run.provider_cursor = cursor
+        finish_in_transaction(run, state, error=error)
 
 
-def finish_run(
-    lease: Lease, state: str, *, cursor: int | None = None, error: tuple[str, str, bool] | None = None
-) -> None:
-    """Ends the run; `cursor` is the provider event that ended it, if one did."""
+def finish_in_transaction(run: Run, state: str, *, error: tuple[str, str, bool] | None = None) -> None:
+    """Ends the run inside its fenced transaction (with whatever else that transaction records)."""
+    _finish(run, state, now=timezone.now(), error=error)
+
+
+def release_for_provider(lease: Lease, *, cause: str) -> float:
+    """Gives the run back while the provider is unavailable; returns the backoff before it may be claimed.
+
+    Not counted as an attempt: a provider outage of any length never fails a run whose remote turn may
+    still be running. The cause stays on the run, for staff and for the final error if our own code fails.
+    """
     with fenced(lease) as run:
-        if cursor is not None:
-            run.provider_cursor = cursor
-        _finish(run, state, now=timezone.now(), error=error)
+        run.transition_to(RunState.QUEUED)
+        run.attempts = max(0, run.attempts - 1)
+        run.provider_failures += 1
+        delay = provider_backoff_seconds(run.provider_failures)
+        now = timezone.now()
+        run.not_before = now + timedelta(seconds=delay)
+        run.lease_owner = ""
+        run.lease_expires_at = None
+        run.error_message = cause
+        run.last_woken_at = now
+        outbound.wake_run(run.id, delay_seconds=delay)
+        return delay
 
 
-def release_run(lease: Lease, *, reason: str) -> None:
-    """Gives the run back to the queue after a transient failure; the sweeper wakes it again later."""
+def note_provider_recovered(run: Run) -> None:
+    run.provider_failures = 0
+
+
+def release_after_error(lease: Lease, *, cause: str) -> None:
+    """Gives the run back after an unexpected error of our own; the attempt counts, and the cause is kept."""
     with fenced(lease) as run:
         run.transition_to(RunState.QUEUED)
         run.lease_owner = ""
         run.lease_expires_at = None
-        run.error_message = reason
+        run.error_message = cause
         run.last_woken_at = timezone.now()
+        outbound.wake_run(run.id)
 
 
-def await_reconciliation(lease: Lease, *, intent_id=None, reason: str) -> None:
-    """Parks the run until an ambiguous provider outcome is settled; visible as such meanwhile."""
-    with fenced(lease) as run:
-        run.transition_to(RunState.PENDING_RECONCILIATION)
-        run.pending_intent_id = intent_id
-        run.lease_owner = ""
-        run.lease_expires_at = None
-        run.error_code = "pending_reconciliation"
-        run.error_message = reason
-        run.error_retryable = True
-        append_events(
-            run.submission.conversation_id,
-            run.submission_id,
-            [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})],
-        )
+def await_reconciliation(run: Run, *, reason: str) -> None:
+    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled."""
+    run.transition_to(RunState.PENDING_RECONCILIATION)
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.error_code = "pending_reconciliation"
+    run.error_message = reason
+    run.error_retryable = True
+    append_events(
+        run.submission.conversation_id,
+        run.submission_id,
+        [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})],
+    )
+
+
+def resume_parked_run(run: Run) -> None:
+    """A locked run parked for reconciliation goes back to the queue: what it waited for was settled."""
+    run.transition_to(RunState.QUEUED)
+    run.error_code, run.error_message, run.error_retryable = "", "", False
+    run.last_woken_at = timezone.now()
+    run.save()
+    outbound.wake_run(run.id)
+
+
+def fail_parked_run(run: Run, *, code: str, message: str) -> None:
+    _finish(run, RunState.FAILED, now=timezone.now(), error=(code, message, False))
+    run.save()
 
 
 _FINAL_EVENT = {
@@ -460,7 +464,7 @@ _FINAL_MESSAGE_STATUS = {
 
 
 def _finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = None) -> None:
-    """Moves a locked run to a terminal state with its event; the caller saves the run."""
+    """Moves a locked run to a terminal state with its event, and wakes its conversation's next run."""
     run.transition_to(state)
     run.finished_at = now
     run.lease_owner = ""
@@ -477,18 +481,27 @@ def _finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = 
     if error:
         payload["error"] = {"code": error[0], "message": error[1], "retryable": error[2]}
     append_events(run.submission.conversation_id, run.submission_id, [(_FINAL_EVENT[state], payload)])
+    following = (
+        Run.objects.filter(submission__conversation_id=run.submission.conversation_id, state=RunState.QUEUED)
+        .exclude(id=run.id)
+        .order_by("submission__user_message__sequence")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if following is not None:
+        outbound.wake_run(following)
 
 
 def request_cancel(*, owner, submission_id) -> None:
-    """Records the owner's cancellation; a run not yet at the provider is cancelled on the spot.
+    """Records the owner's cancellation; a run whose input never left is cancelled on the spot.
 
-    Idempotent, and a finished run stays as it finished. For a run with a remote turn, the worker
-    holding it relays the request to the provider (a successor does, if that worker died); the
-    turn's stream then reports the outcome, which is `completed` if the turn finished first.
+    Idempotent, and a finished run stays as it finished. Once the input was sent, the worker driving
+    the run relays the cancel to the provider (a successor does, if that worker died), and the final
+    state follows the turn's: `completed` if it finished first.
     """
     with transaction.atomic(durable=True):
         run = (
-            Run.objects.select_for_update()
+            Run.objects.select_for_update(of=("self",))
             .select_related("submission")
             .filter(submission_id=submission_id, submission__owner=owner)
             .first()
@@ -500,8 +513,10 @@ def request_cancel(*, owner, submission_id) -> None:
         now = timezone.now()
         run.cancel_requested_at = now
         run.version += 1
-        if not run.remote_turn_id and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
+        if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
             _finish(run, RunState.CANCELLED, now=now)
+        elif run.state == RunState.QUEUED:
+            outbound.wake_run(run.id)  # a worker must relay it to the provider
         run.save()
 
 
@@ -525,7 +540,10 @@ def sweep_runs() -> SweepReport:
         queued = list(
             Run.objects.select_for_update(skip_locked=True)
             .filter(state=RunState.QUEUED)
-            .filter(Q(last_woken_at__isnull=True) | Q(last_woken_at__lt=stale_wake))
+            .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+            .filter(
+                Q(last_woken_at__isnull=True) | Q(last_woken_at__lt=stale_wake) | Q(last_woken_at__lt=F("not_before"))
+            )
             .order_by("created_at")
             .values_list("id", flat=True)[:SWEEP_BATCH]
         )
@@ -544,37 +562,6 @@ def sweep_runs() -> SweepReport:
     return SweepReport(rewoken=len(queued), expired_leases=len(expired))
 
 
-def resume_reconciled_runs() -> int:
-    """Re-queues runs whose awaited creation was settled, and fails those whose creation failed."""
-    from rebyte.models import IntentState  # rebyte's models point back at runtime's
-
-    resumed = 0
-    with transaction.atomic(durable=True):
-        waiting = (
-            Run.objects.select_for_update(skip_locked=True)
-            .select_related("submission", "pending_intent")
-            .filter(
-                state=RunState.PENDING_RECONCILIATION,
-                pending_intent__state__in=[IntentState.CREATED, IntentState.FAILED],
-            )
-        )
-        now = timezone.now()
-        for run in waiting[:SWEEP_BATCH]:
-            if run.pending_intent.state == IntentState.FAILED:
-                _finish(
-                    run, RunState.FAILED, now=now, error=("provider_rejected", run.pending_intent.last_error, False)
-                )
-            else:
-                run.transition_to(RunState.QUEUED)
-                run.error_code, run.error_message, run.error_retryable = "", "", False
-                run.last_woken_at = now
-                outbound.wake_run(run.id)
-                resumed += 1
-            run.pending_intent = None
-            run.save()
-    return resumed
-
-
 # --- staff decisions on runs left pending reconciliation -----------------------------------------
 
 
@@ -584,12 +571,7 @@ def staff_retry_run(run_id) -> bool:
         run = Run.objects.select_for_update().filter(id=run_id, state=RunState.PENDING_RECONCILIATION).first()
         if run is None:
             return False
-        run.transition_to(RunState.QUEUED)
-        run.pending_intent = None
-        run.error_code, run.error_message, run.error_retryable = "", "", False
-        run.last_woken_at = timezone.now()
-        run.save()
-        outbound.wake_run(run.id)
+        resume_parked_run(run)
         return True
 
 
@@ -604,7 +586,5 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
         )
         if run is None:
             return False
-        _finish(run, RunState.FAILED, now=timezone.now(), error=("failed_by_staff", reason, False))
-        run.pending_intent = None
-        run.save()
+        fail_parked_run(run, code="failed_by_staff", message=reason)
         return True

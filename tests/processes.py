@@ -136,10 +136,21 @@ class RebyteDouble(ServiceProcess):
         self.admin.close()
         super().stop(timeout)
 
-    def client(self, **kwargs):
-        from rebyte.client import RebyteClient
+    def gateway(self, **kwargs):
+        from rebyte.client import RebyteGateway
 
-        return RebyteClient(self.api_url, kwargs.pop("api_key", "test-key"), timeout=5, **kwargs)
+        return RebyteGateway(self.api_url, kwargs.pop("api_key", "test-key"), timeout=5, stream_timeout=30, **kwargs)
+
+    def sdk(self, **kwargs):
+        """The official SDK with strict response validation: every answer must parse into its models."""
+        import openai
+
+        return openai.OpenAI(
+            base_url=self.api_url, api_key="test-key", max_retries=0, _strict_response_validation=True, **kwargs
+        )
+
+    def requests(self) -> list[dict]:
+        return self.admin.get("/_double/requests").raise_for_status().json()["requests"]
 
     def reset(self) -> None:
         self.admin.post("/_double/reset").raise_for_status()
@@ -169,6 +180,10 @@ class Stack:
             "IMPO_RUN_LEASE_SECONDS": str(self.LEASE_SECONDS),
             "IMPO_REWAKE_AFTER_SECONDS": "1",
             "IMPO_SWEEP_INTERVAL_SECONDS": "0.3",
+            # Shorter than production's so recovery tests finish quickly; the logic is the same.
+            "IMPO_REBYTE_LISTING_GRACE_SECONDS": "1",
+            "IMPO_PROVIDER_BACKOFF_CAP_SECONDS": "4",
+            "IMPO_TURN_APPEAR_SECONDS": "3",
         }
         self.processes: list[ServiceProcess] = []
 

@@ -26,18 +26,18 @@ class ToolCallAdmin(admin.ModelAdmin):
         for call in queryset.filter(state=ToolCallState.UNCERTAIN):
             try:
                 services.resolve_uncertain_call(
-                    call.call_id, succeeded=succeeded, note=f"resolved by {request.user.get_username()} in admin"
+                    call.id, succeeded=succeeded, note=f"resolved by {request.user.get_username()} in admin"
                 )
             except ApplicationError as exc:
                 self.message_user(request, exc.message, level=messages.WARNING)
             else:
                 self.log_change(request, call, f"resolved: the action {finding}")
 
-    @admin.action(description="Uncertain calls: the action did happen (resume the run)")
+    @admin.action(description="Uncertain calls: the action did happen (record the finding)")
     def resolve_as_succeeded(self, request, queryset):
         self._resolve(request, queryset, succeeded=True)
 
-    @admin.action(description="Uncertain calls: the action did not happen (resume the run)")
+    @admin.action(description="Uncertain calls: the action did not happen (record the finding)")
     def resolve_as_failed(self, request, queryset):
         self._resolve(request, queryset, succeeded=False)
 

@@ -3,47 +3,60 @@
 - read: run outside any transaction, under a timeout, repeated freely (also after a worker died);
 - transactional: the effect and its receipt commit in one fenced transaction, so an attempt either
   left both or neither, and a retry after a rollback cannot act twice;
-- uncertain (device tools): one invocation, ever; the worker waits for the device's receipt until
-  the deadline, after which the call is uncertain and the run waits for reconciliation.
+- uncertain (device tools): one invocation, ever, which only the device executes; the caller waits for
+  its receipt (see `device_receipt`) and, past the deadline, the call is uncertain and the agent told so.
 A receipt, once saved, is what every later delivery of the call gets.
+
+`fence` opens the run's fenced transaction and yields the locked run (the caller owns leases); it raises
+when the lease was lost, so nothing here commits for a worker that was replaced.
 """
 
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from django.db import OperationalError, connection
-from django.utils import timezone
 from psycopg import errors as pg_errors
 
-from runtime.services import Lease, fenced
+from runtime.models import Run
 from tools import services
-from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolCallState, ToolReceipt
+from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry
-from tools.selectors import cancel_requested
 
-DEVICE_POLL_SECONDS = 0.25
+Fence = Callable[[], AbstractContextManager[Run]]
 
 
-def settle(lease: Lease, call_id: str, *, check: Callable[[], None]) -> ToolReceipt | None:
-    """The call's receipt; None when its outcome is uncertain, after parking the run for reconciliation.
+def settle(call: ToolCall, *, fence: Fence, check: Callable[[], None]) -> ToolReceipt | None:
+    """The call's receipt, acting if it has none yet; None for a device call still in its device's hands.
 
-    `check` raises LeaseLost once the heartbeat found the lease taken over.
+    `check` raises once the heartbeat found the lease taken over.
     """
-    call = ToolCall.objects.select_related("run__submission__owner").get(call_id=call_id)
     receipt = ToolReceipt.objects.filter(tool_call=call).first()
     if receipt is not None:
         return receipt
-    if call.state == ToolCallState.UNCERTAIN:
-        services.park_for_uncertain_call(lease, call_id)
-        return None
     # record_call settled every call it could not dispatch, so this one's tool is offered here.
     definition = registry.get(call.tool_name)
     if definition.device:
-        return _await_device(lease, call, check)
+        return None
     if definition.side_effect == SideEffect.TRANSACTIONAL:
-        return _attempts(lease, call, definition, check, _act_in_transaction)
-    return _attempts(lease, call, definition, check, _read)
+        return _attempts(call, definition, fence, check, _act_in_transaction)
+    return _attempts(call, definition, fence, check, _read)
+
+
+def device_receipt(call: ToolCall, *, fence: Fence, cancel_requested: bool) -> ToolReceipt | None:
+    """One look at a device call: its receipt, or the one its deadline or a cancellation makes; else None."""
+    receipt = ToolReceipt.objects.filter(tool_call=call).first()
+    if receipt is not None:
+        return receipt
+    expires_at = DeviceInvocation.objects.values_list("expires_at", flat=True).get(tool_call=call)
+    if cancel_requested:
+        with fence() as run:
+            receipt = services.withdraw_invocation(run, call.call_id)
+    if receipt is None and time.time() >= expires_at.timestamp():
+        with fence() as run:
+            receipt = services.expire_invocation(run, call.call_id)
+    return receipt
 
 
 def _invocation(call: ToolCall) -> ToolInvocation:
@@ -60,16 +73,17 @@ class _TimedOut(Exception):
     pass
 
 
-def _attempts(lease, call, definition: ToolDefinition, check, act) -> ToolReceipt:
+def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> ToolReceipt:
     """Up to the policy's attempts for this delivery; transient failures and timeouts are retried."""
     last_failure = None
     for attempt in range(1, definition.retry.attempts + 1):
         if attempt > 1:
             time.sleep(definition.retry.delay_before(attempt))
         check()
-        services.mark_dispatched(lease, call.call_id)
+        with fence() as run:
+            services.mark_dispatched(run, call.call_id)
         try:
-            return act(lease, call, definition)
+            return act(call, definition, fence)
         except ToolUnavailable as exc:
             last_failure = services.error_result(exc.code, exc.message)
         except _TimedOut:
@@ -77,11 +91,13 @@ def _attempts(lease, call, definition: ToolDefinition, check, act) -> ToolReceip
                 "timeout", f"{definition.name} did not finish within {definition.timeout:g} seconds."
             )
         except ToolError as exc:
-            return services.save_result(lease, call.call_id, services.error_result(exc.code, exc.message))
-    return services.save_result(lease, call.call_id, last_failure)
+            with fence() as run:
+                return services.save_result(run, call.call_id, services.error_result(exc.code, exc.message))
+    with fence() as run:
+        return services.save_result(run, call.call_id, last_failure)
 
 
-def _read(lease, call, definition: ToolDefinition) -> ToolReceipt:
+def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
     invocation = _invocation(call)
 
     def run_handler():
@@ -98,35 +114,19 @@ def _read(lease, call, definition: ToolDefinition) -> ToolReceipt:
         raise _TimedOut() from None
     finally:
         executor.shutdown(wait=False)
-    return services.save_result(lease, call.call_id, {"output": output})
+    with fence() as run:
+        return services.save_result(run, call.call_id, {"output": output})
 
 
-def _act_in_transaction(lease, call, definition: ToolDefinition) -> ToolReceipt:
+def _act_in_transaction(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
     try:
-        with fenced(lease) as run:
+        with fence() as run:
             with connection.cursor() as cursor:
                 # Bounds each statement of the effect; a cancelled one rolls the whole attempt back.
                 cursor.execute("SET LOCAL statement_timeout = %s", [f"{int(definition.timeout * 1000)}ms"])
             output = definition.handler(_invocation(call))
-            return services.save_result_in_transaction(run, call.call_id, {"output": output})
+            return services.save_result(run, call.call_id, {"output": output})
     except OperationalError as exc:
         if isinstance(exc.__cause__, pg_errors.QueryCanceled):
             raise _TimedOut() from exc
         raise
-
-
-def _await_device(lease, call: ToolCall, check) -> ToolReceipt | None:
-    """Waits, holding the lease, for the device's receipt, the deadline or a cancellation."""
-    services.enter_waiting_device(lease)
-    while True:
-        check()
-        receipt = ToolReceipt.objects.filter(tool_call=call).first()
-        if receipt is None and cancel_requested(lease.run_id):
-            receipt = services.withdraw_invocation(lease, call.call_id)
-        if receipt is not None:
-            services.leave_waiting_device(lease)
-            return receipt
-        expires_at = DeviceInvocation.objects.values_list("expires_at", flat=True).get(tool_call=call)
-        if timezone.now() >= expires_at and services.expire_invocation(lease, call.call_id):
-            return None
-        time.sleep(DEVICE_POLL_SECONDS)

@@ -48,11 +48,11 @@ class IllegalToolCallTransition(Exception):
 
 
 class ToolCall(models.Model):
-    """One function call the provider asked for, keyed by the provider's call id."""
+    """One function call the provider asked for; the provider's call id is unique within its run only."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey("runtime.Run", on_delete=models.CASCADE, related_name="tool_calls")
-    call_id = models.CharField(max_length=200, unique=True)
+    call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=64)
     side_effect = models.CharField(max_length=16, choices=SideEffect.choices, blank=True)
     # The arguments as parsed; `null` when the provider's text was not a JSON object.
@@ -61,11 +61,15 @@ class ToolCall(models.Model):
     state = models.CharField(max_length=16, choices=ToolCallState.choices, default=ToolCallState.REQUESTED)
     attempts = models.PositiveSmallIntegerField(default=0)
     error_code = models.CharField(max_length=64, blank=True)
+    # What staff found out about an uncertain call (the agent was told the outcome was unknown).
+    resolution_note = models.TextField(blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="tools_call_unique_per_run"),
             models.CheckConstraint(condition=Q(state__in=ToolCallState.values), name="tools_call_state"),
             # An uncertain action is never repeated blindly: one dispatch, ever.
             models.CheckConstraint(

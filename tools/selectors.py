@@ -30,10 +30,6 @@ def offered_tool(run: Run, name: str) -> ToolDefinition | None:
     return next((tool for tool in catalog_for_run(run) if tool.name == name), None)
 
 
-def cancel_requested(run_id) -> bool:
-    return Run.objects.filter(id=run_id, cancel_requested_at__isnull=False).exists()
-
-
 def device_for_owner(owner, device_id: uuid.UUID) -> Device:
     device = Device.objects.filter(id=device_id, owner=owner).first()
     if device is None:

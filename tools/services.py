@@ -1,8 +1,8 @@
-"""Write paths of tool calls: the worker's fenced writes, and the device bridge's durable ones.
+"""Write paths of tool calls: the worker's side (inside the run's fenced transaction) and the device bridge's.
 
-Lock order, everywhere: a Run row, then its ToolCall / DeviceInvocation rows, then (through
-runtime's append_events) its Conversation row. Worker writes go through runtime.services.fenced, so
-a worker that lost its lease commits nothing.
+Lock order, everywhere: a Run row, then its ToolCall / DeviceInvocation rows, then (through the event
+log) its Conversation row. The worker-side functions take the run locked by the caller's fenced
+transaction and join it; they never change the run itself: its states belong to runtime.
 """
 
 import json
@@ -13,9 +13,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from impo.errors import Conflict, Forbidden, Gone, NotFound
-from runtime import outbound
-from runtime.models import EventType, Run, RunState
-from runtime.services import Lease, append_events, fenced
+from runtime.events import append_events
+from runtime.models import EventType, Run
 from tools.models import (
     Device,
     DeviceInvocation,
@@ -28,9 +27,14 @@ from tools.registry import ToolDefinition
 from tools.selectors import device_for_submission, offered_tool
 
 
-def output_text(result: dict) -> str:
-    """The receipt as the provider gets it: canonical, so a resubmission is byte-for-byte the same."""
-    return json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def tool_result_text(result: dict) -> str:
+    """The receipt as the agent reads it: the output as canonical JSON, or `code: message` for an error.
+
+    Canonical, so a resend is byte-for-byte the same and the provider's idempotency check accepts it.
+    """
+    if "error" in result:
+        return f"{result['error']['code']}: {result['error']['message']}"
+    return json.dumps(result["output"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def error_result(code: str, message: str) -> dict:
@@ -64,66 +68,71 @@ def _save_receipt(run: Run, call: ToolCall, result: dict) -> ToolReceipt:
     receipt = ToolReceipt.objects.create(tool_call=call, result=result)
     call.transition_to(ToolCallState.FAILED if "error" in result else ToolCallState.SUCCEEDED)
     call.error_code = result["error"]["code"] if "error" in result else ""
-    call.save()
+    call.save(update_fields=["state", "error_code", "updated_at"])
     _events(run, [(EventType.TOOL_COMPLETED, _completed_payload(call, result))])
     return receipt
 
 
-def _parse_arguments(raw: str) -> dict | None:
+def _parse_arguments(raw) -> dict | None:
+    if isinstance(raw, dict):
+        return raw
     try:
         parsed = json.loads(raw or "{}")
-    except ValueError:
+    except (TypeError, ValueError):
         return None
     return parsed if isinstance(parsed, dict) else None
 
 
-# --- worker side: record, dispatch, settle ----------------------------------------------------------
+def _locked_call(run: Run, call_id: str) -> ToolCall:
+    return ToolCall.objects.select_for_update().get(run=run, call_id=call_id)
 
 
-def record_call(lease: Lease, *, call_id: str, name: str, raw_arguments: str) -> ToolCall:
-    """Records a provider's function call once; a redelivery (provider re-send, successor) finds it.
+# --- worker side, inside the run's fenced transaction ---------------------------------------------------
+
+
+def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
+    """Records a provider's function call once per run; a redelivery (a successor, a re-read) finds it.
 
     A call that cannot be dispatched (not offered here, arguments not matching the schema, no device
     to run on) is settled on the spot with an error receipt the agent will read. A device tool's
     invocation is created in the same transaction, so it exists exactly once per call.
     """
-    with fenced(lease) as run:
-        existing = ToolCall.objects.filter(call_id=call_id).first()
-        if existing is not None:
-            return existing
-        definition = offered_tool(run, name)
-        arguments = _parse_arguments(raw_arguments)
-        call = ToolCall.objects.create(
-            run=run,
-            call_id=call_id,
-            tool_name=name,
-            side_effect=definition.side_effect if definition else "",
-            arguments=arguments,
-            raw_arguments=raw_arguments,
+    existing = ToolCall.objects.filter(run=run, call_id=call_id).first()
+    if existing is not None:
+        return existing
+    definition = offered_tool(run, name)
+    parsed = _parse_arguments(arguments)
+    call = ToolCall.objects.create(
+        run=run,
+        call_id=call_id,
+        tool_name=name,
+        side_effect=definition.side_effect if definition else "",
+        arguments=parsed,
+        raw_arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+    )
+    refusal = _refusal(definition, name, parsed)
+    device = None
+    if refusal is None and definition.device:
+        device = device_for_submission(run.submission, tool_name=name)
+        if device is None:
+            refusal = error_result("no_device", f"No registered device of this user can run {name}.")
+    requested = _requested_payload(call)
+    if device is not None:
+        invocation = DeviceInvocation.objects.create(
+            tool_call=call, device=device, expires_at=timezone.now() + timedelta(seconds=definition.timeout)
         )
-        refusal = _refusal(definition, name, arguments)
-        device = None
-        if refusal is None and definition.device:
-            device = device_for_submission(run.submission, tool_name=name)
-            if device is None:
-                refusal = error_result("no_device", f"No registered device of this user can run {name}.")
-        requested = _requested_payload(call)
-        if device is not None:
-            invocation = DeviceInvocation.objects.create(
-                tool_call=call, device=device, expires_at=timezone.now() + timedelta(seconds=definition.timeout)
-            )
-            call.transition_to(ToolCallState.DISPATCHED)
-            call.attempts = 1
-            call.save()
-            requested["device"] = {
-                "invocationId": str(invocation.id),
-                "deviceId": str(device.id),
-                "expiresAt": invocation.expires_at.isoformat(),
-            }
-        _events(run, [(EventType.TOOL_REQUESTED, requested)])
-        if refusal is not None:
-            _save_receipt(run, call, refusal)
-        return call
+        call.transition_to(ToolCallState.DISPATCHED)
+        call.attempts = 1
+        call.save()
+        requested["device"] = {
+            "invocationId": str(invocation.id),
+            "deviceId": str(device.id),
+            "expiresAt": invocation.expires_at.isoformat(),
+        }
+    _events(run, [(EventType.TOOL_REQUESTED, requested)])
+    if refusal is not None:
+        _save_receipt(run, call, refusal)
+    return call
 
 
 def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | None) -> dict | None:
@@ -137,166 +146,97 @@ def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | Non
     return None
 
 
-def mark_dispatched(lease: Lease, call_id: str) -> ToolCall:
+def mark_dispatched(run: Run, call_id: str) -> ToolCall:
     """Counts an attempt before acting, so a successor knows the call may already have acted."""
-    with fenced(lease):
-        call = ToolCall.objects.select_for_update().get(call_id=call_id)
-        call.transition_to(ToolCallState.DISPATCHED)
-        call.attempts += 1
-        call.save()
-        return call
+    call = _locked_call(run, call_id)
+    call.transition_to(ToolCallState.DISPATCHED)
+    call.attempts += 1
+    call.save(update_fields=["state", "attempts", "updated_at"])
+    return call
 
 
-def save_result(lease: Lease, call_id: str, result: dict) -> ToolReceipt:
-    with fenced(lease) as run:
-        call = ToolCall.objects.select_for_update().get(call_id=call_id)
-        return _save_receipt(run, call, result)
+def save_result(run: Run, call_id: str, result: dict) -> ToolReceipt:
+    return _save_receipt(run, _locked_call(run, call_id), result)
 
 
-def save_result_in_transaction(run: Run, call_id: str, result: dict) -> ToolReceipt:
-    """For a transactional tool: inside the fenced transaction that performed the tool's effect."""
-    call = ToolCall.objects.select_for_update().get(call_id=call_id)
-    return _save_receipt(run, call, result)
+def mark_submitted(run: Run, receipt_ids: list[int]) -> None:
+    """The provider acknowledged these results (202): a successor need not send them again."""
+    ToolReceipt.objects.filter(id__in=receipt_ids, tool_call__run=run, submitted_at__isnull=True).update(
+        submitted_at=timezone.now()
+    )
 
 
-def park_for_uncertain_call(lease: Lease, call_id: str) -> None:
-    """For a run resumed while one of its calls is still uncertain: it goes back to waiting."""
-    with fenced(lease) as run:
-        _park(run, ToolCall.objects.get(call_id=call_id))
+def expire_invocation(run: Run, call_id: str) -> ToolReceipt | None:
+    """Past the deadline without a result: the call is uncertain and the agent is told so. None if a result won.
 
-
-def _park(run: Run, call: ToolCall) -> None:
-    """Parks the locked run until reconciliation settles `call` (the fields of runtime's await_reconciliation).
-
-    Done in the transaction that made the call uncertain, so a finding recorded right after it always
-    finds the run parked and resumes it.
+    The action may or may not have happened, so it is never retried; the call stays listed for staff to
+    reconcile, while the agent gets a `device_timeout` error and the run (and its conversation) goes on.
     """
-    reason = f"the outcome of tool call {call.call_id} ({call.tool_name}) is uncertain"
-    run.transition_to(RunState.PENDING_RECONCILIATION)
-    run.pending_intent_id = None
-    run.lease_owner = ""
-    run.lease_expires_at = None
-    run.error_code = "pending_reconciliation"
-    run.error_message = reason
-    run.error_retryable = True
-    _events(run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})])
-
-
-def _make_uncertain(run: Run, call: ToolCall, *, code: str, message: str) -> None:
+    invocation = (
+        DeviceInvocation.objects.select_for_update(of=("self",))
+        .select_related("tool_call")
+        .get(tool_call__run=run, tool_call__call_id=call_id)
+    )
+    if invocation.status == InvocationStatus.COMPLETED or timezone.now() < invocation.expires_at:
+        return None
+    invocation.status = InvocationStatus.EXPIRED
+    invocation.save(update_fields=["status"])
+    call = _locked_call(run, call_id)
+    message = "The device did not report a result before the deadline; the action may or may not have run."
     call.transition_to(ToolCallState.UNCERTAIN)
-    call.error_code = code
-    call.save()
+    call.error_code = "device_timeout"
+    call.save(update_fields=["state", "error_code", "updated_at"])
     _events(
         run,
         [
             (
                 EventType.TOOL_UNCERTAIN,
-                {"toolCallId": call.call_id, "toolName": call.tool_name, "code": code, "message": message},
+                {"toolCallId": call.call_id, "toolName": call.tool_name, "code": "device_timeout", "message": message},
             )
         ],
     )
+    return ToolReceipt.objects.create(tool_call=call, result=error_result("device_timeout", message))
 
 
-def mark_submitted(lease: Lease, receipt: ToolReceipt) -> None:
-    with fenced(lease):
-        ToolReceipt.objects.filter(id=receipt.id, submitted_at__isnull=True).update(submitted_at=timezone.now())
-
-
-def enter_waiting_device(lease: Lease) -> None:
-    with fenced(lease) as run:
-        if run.state == RunState.RUNNING:
-            run.transition_to(RunState.WAITING_DEVICE)
-
-
-def leave_waiting_device(lease: Lease) -> None:
-    with fenced(lease) as run:
-        if run.state == RunState.WAITING_DEVICE:
-            run.transition_to(RunState.RUNNING)
-
-
-def expire_invocation(lease: Lease, call_id: str) -> bool:
-    """Past the deadline without a result: the call is uncertain and the run parked. False if a result won."""
-    with fenced(lease) as run:
-        invocation = (
-            DeviceInvocation.objects.select_for_update(of=("self",))
-            .select_related("tool_call")
-            .get(tool_call__call_id=call_id)
-        )
-        if invocation.status == InvocationStatus.COMPLETED or timezone.now() < invocation.expires_at:
-            return False
-        invocation.status = InvocationStatus.EXPIRED
-        invocation.save()
-        call = ToolCall.objects.select_for_update().get(id=invocation.tool_call_id)
-        _make_uncertain(
-            run,
-            call,
-            code="device_timeout",
-            message="The device did not report a result before the deadline; the action may or may not have run.",
-        )
-        _park(run, call)
-        return True
-
-
-def withdraw_invocation(lease: Lease, call_id: str) -> ToolReceipt | None:
+def withdraw_invocation(run: Run, call_id: str) -> ToolReceipt | None:
     """On cancellation: an unclaimed invocation is withdrawn (it never ran); a claimed one is left to finish."""
-    with fenced(lease) as run:
-        invocation = (
-            DeviceInvocation.objects.select_for_update(of=("self",))
-            .select_related("tool_call")
-            .get(tool_call__call_id=call_id)
-        )
-        if invocation.status != InvocationStatus.PENDING:
-            return None
-        invocation.status = InvocationStatus.CANCELLED
-        invocation.save()
-        call = ToolCall.objects.select_for_update().get(id=invocation.tool_call_id)
-        return _save_receipt(
-            run, call, error_result("cancelled", "The run was cancelled before the device claimed it.")
-        )
-
-
-def reopen_abandoned_device_wait(run_id) -> None:
-    """Lets runtime's claim take over a run whose worker died while waiting for a device.
-
-    claim_run takes queued runs and running ones with an expired lease; a waiting_device run with
-    an expired lease is put back to running (its lease stays expired) so the next claim resumes it.
-    """
-    with transaction.atomic(durable=True):
-        run = (
-            Run.objects.select_for_update(skip_locked=True)
-            .filter(id=run_id, state=RunState.WAITING_DEVICE, lease_expires_at__lt=timezone.now())
-            .first()
-        )
-        if run is not None:
-            run.transition_to(RunState.RUNNING)
-            run.save()
+    invocation = (
+        DeviceInvocation.objects.select_for_update(of=("self",))
+        .select_related("tool_call")
+        .get(tool_call__run=run, tool_call__call_id=call_id)
+    )
+    if invocation.status != InvocationStatus.PENDING:
+        return None
+    invocation.status = InvocationStatus.CANCELLED
+    invocation.save(update_fields=["status"])
+    withdrawn = error_result("cancelled", "The run was cancelled before the device claimed it.")
+    return _save_receipt(run, _locked_call(run, call_id), withdrawn)
 
 
 # --- reconciliation ---------------------------------------------------------------------------------
 
 
-def resolve_uncertain_call(call_id, *, succeeded: bool, note: str) -> ToolReceipt:
-    """An operator's finding about an uncertain call; the run resumes once nothing else is uncertain.
+def resolve_uncertain_call(tool_call_id: uuid.UUID, *, succeeded: bool, note: str) -> ToolCall:
+    """Staff's finding about an uncertain call: what really happened, shown to the owner as resolved by staff.
 
-    The finding becomes the call's receipt, which the resumed run submits to the provider.
+    The agent was already told the outcome was unknown and the run went on; the finding settles the record.
     """
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update(of=("self",)).select_related("submission").get(tool_calls__call_id=call_id)
-        call = ToolCall.objects.select_for_update().get(call_id=call_id)
+        run = Run.objects.select_for_update(of=("self",)).select_related("submission").get(tool_calls__id=tool_call_id)
+        call = ToolCall.objects.select_for_update().get(id=tool_call_id)
         if call.state != ToolCallState.UNCERTAIN:
-            raise Conflict(f"Tool call {call_id} is {call.state}, not uncertain.", code="not_uncertain")
-        result = (
-            {"output": {"reconciled": True, "note": note}} if succeeded else error_result("reconciled_failed", note)
-        )
-        receipt = _save_receipt(run, call, result)
-        still_uncertain = run.tool_calls.filter(state=ToolCallState.UNCERTAIN).exists()
-        if run.state == RunState.PENDING_RECONCILIATION and run.pending_intent_id is None and not still_uncertain:
-            run.transition_to(RunState.QUEUED)
-            run.error_code, run.error_message, run.error_retryable = "", "", False
-            run.last_woken_at = timezone.now()
-            run.save()
-            outbound.wake_run(run.id)
-        return receipt
+            raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
+        call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)
+        call.resolution_note = note
+        call.resolved_at = timezone.now()
+        call.save(update_fields=["state", "resolution_note", "resolved_at", "updated_at"])
+        payload = {"toolCallId": call.call_id, "toolName": call.tool_name, "resolvedByStaff": True}
+        if succeeded:
+            payload["output"] = {"reconciled": True}
+        else:
+            payload["error"] = {"code": "reconciled_failed", "message": "A person checked: the action did not happen."}
+        _events(run, [(EventType.TOOL_COMPLETED, payload)])
+        return call
 
 
 # --- device bridge (ICA v1, DESIGN §4) --------------------------------------------------------------

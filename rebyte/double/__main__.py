@@ -1,4 +1,4 @@
-"""`python -m rebyte.double --port 8765 [--host 127.0.0.1] [--state-file PATH]`"""
+"""`python -m rebyte.double --port 8765 [--host 127.0.0.1]`: a Rebyte Agents API double, state in memory."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import argparse
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from rebyte.double.server import build_server
 from rebyte.double.state import Config
@@ -16,9 +15,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rebyte.double", description="Rebyte Agents API double")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed on startup)")
-    parser.add_argument("--state-file", type=Path, help="load state from this JSON file and save every change")
     parser.add_argument("--delta-delay-ms", type=int, default=Config.delta_delay_ms, help="pause before each delta")
     parser.add_argument("--delta-chunks", type=int, default=Config.delta_chunks, help="deltas per reply")
+    parser.add_argument("--listing-lag-ms", type=int, default=Config.listing_lag_ms, help="new sessions list late")
     parser.add_argument("--keepalive-seconds", type=float, default=15.0, help="SSE comment interval when idle")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
@@ -27,8 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     server = build_server(
         args.host,
         args.port,
-        state_file=args.state_file,
-        config=Config(delta_delay_ms=args.delta_delay_ms, delta_chunks=args.delta_chunks),
+        config=Config(
+            delta_delay_ms=args.delta_delay_ms, delta_chunks=args.delta_chunks, listing_lag_ms=args.listing_lag_ms
+        ),
         keepalive_seconds=args.keepalive_seconds,
     )
     # SIGTERM (what process managers and test fixtures send) should close the socket like Ctrl-C does.

@@ -1,13 +1,13 @@
-"""The double's deterministic agent.
+"""The double's deterministic agent, one thread per turn, independent of any client stream.
 
-Input scripts (after stripping surrounding whitespace):
-- every non-blank line is `/tool NAME [JSON object]`: call those functions (declared in the turn's tools) in
-  one step, wait in requires_action for all outputs, then reply `Tool NAME returned: OUTPUT`, one line each;
-- `/fail [message]`: the turn fails with code `agent_error`;
-- anything else T: reply `Echo: T`.
-Replies are streamed as several text deltas, paced by the store's config.
-
-Each turn runs in its own thread, independent of any client stream, as on a managed provider.
+It reads the last `input_text` part of the turn's input (earlier parts carry context) and, after trimming:
+- `/tool NAME [JSON object]` on every non-blank line: calls those functions (declared in the session's tools),
+  waits for every result, then replies `Tool NAME returned: OUTPUT` (or `Tool NAME failed: ERROR`), one line each;
+- `/fail [message]`: the turn fails with code `internal_error`;
+- `/blocks`: two assistant messages, in Mandarin and with emoji;
+- `/slow T`: echoes T one character per delta, ten times slower than the configured pacing;
+- `/broken T`: echoes T, but cuts every live stream of the session after the first delta;
+- anything else T: replies `Echo: T` (the input exactly as sent).
 """
 
 from __future__ import annotations
@@ -17,45 +17,39 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
 
-from rebyte.double.state import Store, TurnEnded, new_id
+from rebyte.double.state import Store, Turn, TurnEnded
 
 logger = logging.getLogger(__name__)
 
+TWO_BLOCKS = ("你好！这是第一段回答 🌏", "第二段：Emoji 🎉 与中文混排，一切正常 ✅")
+
 
 class ScriptError(Exception):
-    def __init__(self, code: str, message: str):
+    def __init__(self, message: str):
         super().__init__(message)
-        self.code = code
         self.message = message
 
 
-@dataclass(frozen=True)
-class ToolRequest:
-    name: str
-    arguments: str  # JSON text, as function_call items carry it
-
-
-def tool_requests(text: str, declared: set[str]) -> list[ToolRequest]:
+def tool_requests(script: str, declared: set[str]) -> list[tuple[str, dict]]:
     """The function calls a `/tool` script asks for; empty when the input is not a tool script."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in script.splitlines() if line.strip()]
     if not lines or not all(line == "/tool" or line.startswith("/tool ") for line in lines):
         return []
     requests = []
     for line in lines:
         name, _, raw = line.removeprefix("/tool").strip().partition(" ")
         if not name:
-            raise ScriptError("invalid_tool_command", "usage: /tool NAME [JSON object]")
+            raise ScriptError("usage: /tool NAME [JSON object]")
         if name not in declared:
-            raise ScriptError("unknown_tool", f"Tool {name!r} is not among the turn's tools")
+            raise ScriptError(f"Tool {name!r} is not among the session's tools")
         try:
             arguments = json.loads(raw.strip() or "{}")
         except json.JSONDecodeError as exc:
-            raise ScriptError("invalid_tool_arguments", f"Arguments for {name} are not JSON: {exc}") from None
+            raise ScriptError(f"Arguments for {name} are not JSON: {exc}") from None
         if not isinstance(arguments, dict):
-            raise ScriptError("invalid_tool_arguments", f"Arguments for {name} must be a JSON object")
-        requests.append(ToolRequest(name, json.dumps(arguments)))
+            raise ScriptError(f"Arguments for {name} must be a JSON object")
+        requests.append((name, arguments))
     return requests
 
 
@@ -68,36 +62,58 @@ class EchoAgent:
     def __init__(self, store: Store):
         self._store = store
 
-    def start(self, turn_id: str) -> None:
-        threading.Thread(target=self._run, args=(turn_id,), name=f"turn-{turn_id}", daemon=True).start()
+    def start(self, turn: Turn) -> None:
+        threading.Thread(target=self._run, args=(turn,), name=f"turn-{turn.obj['id']}", daemon=True).start()
 
-    def _run(self, turn_id: str) -> None:
+    def _run(self, turn: Turn) -> None:
         store = self._store
         try:
-            turn = store.start_turn(turn_id)
-            text = turn.input_text.strip()
-            if text == "/fail" or text.startswith("/fail "):
-                store.fail_turn(turn_id, "agent_error", text.removeprefix("/fail").strip() or "Asked to fail")
+            script = store.begin(turn).strip()
+            if script == "/fail" or script.startswith("/fail "):
+                store.fail(turn, "internal_error", script.removeprefix("/fail").strip() or "Asked to fail")
                 return
-            try:
-                requests = tool_requests(text, {tool["name"] for tool in turn.tools})
-            except ScriptError as exc:
-                store.fail_turn(turn_id, exc.code, exc.message)
-                return
-            if requests:
-                outputs = store.request_function_calls(turn_id, [(r.name, r.arguments) for r in requests])
-                reply = "\n".join(f"Tool {name} returned: {output}" for name, output in outputs)
+            if script == "/blocks":
+                for block in TWO_BLOCKS:
+                    self._say(turn, block)
+            elif script.startswith("/slow "):
+                delay, _ = store.pacing()
+                self._say(turn, f"Echo: {script.removeprefix('/slow ')}", delay=delay * 10, per_character=True)
+            elif script.startswith("/broken "):
+                self._say(turn, f"Echo: {script.removeprefix('/broken ')}", cut_after_first=True)
             else:
-                reply = f"Echo: {turn.input_text}"
-            self._say(turn_id, reply)
-            store.complete_turn(turn_id)
+                self._answer(turn, script)
+            store.complete(turn)
         except TurnEnded:
-            logger.debug("turn %s ended while running", turn_id)
+            logger.debug("turn %s ended while running", turn.obj["id"])
 
-    def _say(self, turn_id: str, text: str) -> None:
-        delay, count = self._store.pacing()
-        item_id = new_id("msg")
-        for piece in chunks(text, count):
+    def _answer(self, turn: Turn, script: str) -> None:
+        session = self._store.sessions[turn.obj["session_id"]]
+        try:
+            requests = tool_requests(script, {tool["name"] for tool in session.tools})
+        except ScriptError as exc:
+            self._say(turn, f"I could not call that tool: {exc.message}")
+            return
+        if not requests:
+            self._say(turn, f"Echo: {turn.script}")
+            return
+        results = self._store.call_functions(turn, requests)
+        lines = []
+        for name, result in results:
+            if result["success"]:
+                output = result["output"] if isinstance(result["output"], str) else json.dumps(result["output"])
+                lines.append(f"Tool {name} returned: {output}")
+            else:
+                lines.append(f"Tool {name} failed: {result['error']}")
+        self._say(turn, "\n".join(lines))
+
+    def _say(self, turn: Turn, text: str, *, delay=None, per_character=False, cut_after_first=False) -> None:
+        configured_delay, count = self._store.pacing()
+        delay = configured_delay if delay is None else delay
+        pieces = list(text) if per_character else chunks(text, count)
+        item_id = self._store.open_message(turn)
+        for index, piece in enumerate(pieces):
             time.sleep(delay)
-            self._store.text_delta(turn_id, item_id, piece)
-        self._store.complete_message(turn_id, item_id)
+            self._store.text_delta(turn, item_id, piece)
+            if cut_after_first and index == 0:
+                self._store.cut_live_streams(turn)
+        self._store.close_message(turn, item_id)

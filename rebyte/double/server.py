@@ -1,21 +1,20 @@
-"""HTTP surface of the Rebyte double (see rebyte/README.md for the contract)."""
+"""HTTP surface of the Rebyte double: the Agents API paths the `openai` SDK calls (see rebyte/README.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
+import queue
 import re
 import socket
 import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rebyte.double.agent import EchoAgent
-from rebyte.double.state import TERMINAL_STATUSES, ApiError, Config, Fault, Store, new_id
+from rebyte.double.state import ApiError, Config, Fault, Store, new_id
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ _AGENT = r"(?P<agent_id>agent_[0-9a-f]+)"
 _SESSION = r"(?P<session_id>sess_[0-9a-f]+)"
 _TURN = r"(?P<turn_id>turn_[0-9a-f]+)"
 
-# (method, path pattern, operation name). Operation names key faults and request counts.
+# (method, path pattern, operation). POST …/events is named by its event kind when it is matched.
 ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (method, re.compile(pattern), op)
     for method, pattern, op in (
@@ -33,15 +32,19 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"/v1/agents/sessions", "create_session"),
         ("GET", r"/v1/agents/sessions", "list_sessions"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}", "get_session"),
-        ("POST", rf"/v1/agents/sessions/{_SESSION}/turns", "create_turn"),
+        ("POST", rf"/v1/agents/sessions/{_SESSION}/events", "input"),
+        ("GET", rf"/v1/agents/sessions/{_SESSION}/events", "session_events"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}/turns", "list_turns"),
-        ("GET", rf"/v1/agents/turns/{_TURN}", "get_turn"),
-        ("POST", rf"/v1/agents/turns/{_TURN}/cancel", "cancel_turn"),
-        ("POST", rf"/v1/agents/turns/{_TURN}/function_call_outputs", "submit_function_call_output"),
-        ("GET", rf"/v1/agents/turns/{_TURN}/events", "turn_events"),
+        ("GET", rf"/v1/agents/sessions/{_SESSION}/turns/{_TURN}", "get_turn"),
+        ("GET", rf"/v1/agents/sessions/{_SESSION}/items", "list_items"),
         ("GET", rf"/v1/agents/{_AGENT}", "get_agent"),
     )
 ]
+_INPUT_OPS = {
+    "agent.session.input.message": "input_message",
+    "agent.session.input.tool_result": "input_tool_result",
+    "agent.session.input.cancel": "input_cancel",
+}
 
 
 class DoubleServer(ThreadingHTTPServer):
@@ -55,10 +58,8 @@ class DoubleServer(ThreadingHTTPServer):
         self.keepalive_seconds = keepalive_seconds
 
 
-def build_server(
-    host: str, port: int, *, state_file: Path | None, config: Config, keepalive_seconds: float
-) -> DoubleServer:
-    return DoubleServer((host, port), Store(config, state_file), keepalive_seconds)
+def build_server(host: str, port: int, *, config: Config, keepalive_seconds: float) -> DoubleServer:
+    return DoubleServer((host, port), Store(config), keepalive_seconds)
 
 
 class _Dropped(Exception):
@@ -78,8 +79,6 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
-    # --- plumbing ----------------------------------------------------------------------------------------
-
     def _dispatch(self, method: str) -> None:
         self.request_id = new_id("req")
         url = urlsplit(self.path)
@@ -93,6 +92,9 @@ class Handler(BaseHTTPRequestHandler):
             for route_method, pattern, op in ROUTES:
                 match = pattern.fullmatch(url.path)
                 if match and route_method == method:
+                    if op == "input":
+                        op = _input_op(body)
+                    self.server.store.record_request(op, self._log_entry(method, url.path, query, body))
                     self._authenticate()
                     self._operation(op, match.groupdict(), query, body)
                     return
@@ -101,12 +103,28 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(exc.status, exc.body())
         except _Dropped:
             self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _log_entry(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> dict[str, Any]:
+        return {
+            "method": method,
+            "path": path,
+            "query": {key: values[-1] for key, values in query.items()},
+            "headers": {
+                name: self.headers.get(name)
+                for name in ("OpenAI-Beta", "Idempotency-Key", "Accept", "Content-Type")
+                if self.headers.get(name) is not None
+            },
+            "authorized": (self.headers.get("Authorization") or "").startswith("Bearer "),
+            "body": body,
+        }
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
-            raise ApiError(413, "body_too_large", "The request body is too large")
+            raise ApiError(413, "request_too_large", "The request body is too large")
         raw = self.rfile.read(length) if length else b""
         if not raw:
             return {}
@@ -119,17 +137,24 @@ class Handler(BaseHTTPRequestHandler):
         scheme, _, key = (self.headers.get("Authorization") or "").partition(" ")
         if scheme != "Bearer" or not key.strip():
             raise ApiError(401, "invalid_api_key", "Send Authorization: Bearer <api key>", "authentication_error")
+        # The Agents API is a beta surface: every call names it (the SDK sends this header itself).
+        if self.headers.get("OpenAI-Beta") != "agents=v1":
+            raise ApiError(400, "missing_beta_header", "Send OpenAI-Beta: agents=v1", param="OpenAI-Beta")
 
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Request-Id", self.request_id)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_accepted(self) -> None:
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.send_header("X-Request-Id", self.request_id)
+        self.end_headers()
 
     def _drop(self) -> None:
         # Closing both directions makes the client see a connection that ended without any response.
@@ -144,58 +169,48 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(fault.status, "injected_fault", f"Injected {fault.status} for {op}", "server_error")
         if fault is not None and fault.mode == "delay":
             time.sleep(fault.delay_ms / 1000)
-        if op == "turn_events":
-            self._turn_events(params["turn_id"], query, fault)
+        if op == "session_events":
+            self._live_events(params["session_id"], query, fault)
             return
-        status, payload, headers = self._act(op, params, query, body)
+        store = self.server.store
+        if op.startswith("input_"):
+            turn = store.accept_events(params["session_id"], body, self.headers.get("Idempotency-Key"))
+            if turn is not None:
+                self.server.agent.start(turn)
+            if fault is not None and fault.mode == "drop_response":
+                self._drop()
+            self._send_accepted()
+            return
+        if op == "create_session":
+            if self.headers.get("Idempotency-Key"):
+                logger.debug("ignoring Idempotency-Key on a session create: creates are not idempotent")
+            payload, turn = store.create_session(body)
+            self.server.agent.start(turn)
+        else:
+            readers = {
+                "create_agent": lambda: store.create_agent(body),
+                "get_agent": lambda: store.get_agent(params["agent_id"]),
+                "list_agents": lambda: store.list_agents(query),
+                "get_session": lambda: store.get_session(params["session_id"]),
+                "list_sessions": lambda: store.list_sessions(query),
+                "list_turns": lambda: store.list_turns(params["session_id"], query),
+                "get_turn": lambda: store.get_turn(params["session_id"], params["turn_id"]),
+                "list_items": lambda: store.list_items(params["session_id"], query),
+            }
+            payload = readers[op]()
         if fault is not None and fault.mode == "drop_response":
             self._drop()
-        self._send_json(status, payload, headers)
+        self._send_json(200, payload)
 
-    def _act(
-        self, op: str, params: dict[str, str], query: dict[str, list[str]], body: Any
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _live_events(self, session_id: str, query: dict[str, list[str]], fault: Fault | None) -> None:
+        """Session-wide Server-Sent Events, live only: no replay, no cursor, never ended by the server."""
+        unknown = sorted(set(query) - {"include_obfuscation"})
+        if unknown:
+            raise ApiError(400, "unknown_parameter", f"Unknown parameter: {unknown[0]}", param=unknown[0])
+        if "text/event-stream" not in (self.headers.get("Accept") or ""):
+            raise ApiError(406, "not_acceptable", "This endpoint answers text/event-stream only")
         store = self.server.store
-        key = self.headers.get("Idempotency-Key") or None
-        creators: dict[str, Callable[[], tuple[dict[str, Any], bool]]] = {
-            "create_agent": lambda: store.create_agent(body, key),
-            "create_session": lambda: store.create_session(body, key),
-            "create_turn": lambda: store.create_turn(params.get("session_id", ""), body, key),
-        }
-        if op in creators:
-            obj, created = creators[op]()
-            if op == "create_turn" and created:
-                self.server.agent.start(obj["id"])
-            # A replayed create answers 200 with the original object, like Stripe-style idempotency.
-            return (201, obj, {}) if created else (200, obj, {"Idempotent-Replayed": "true"})
-        readers: dict[str, Callable[[], dict[str, Any]]] = {
-            "get_agent": lambda: store.get_agent(params["agent_id"]),
-            "list_agents": lambda: store.list_agents(query),
-            "get_session": lambda: store.get_session(params["session_id"]),
-            "list_sessions": lambda: store.list_sessions(query),
-            "get_turn": lambda: store.get_turn(params["turn_id"]),
-            "list_turns": lambda: store.list_turns(params["session_id"], query),
-            "cancel_turn": lambda: store.cancel_turn(params["turn_id"]),
-            "submit_function_call_output": lambda: store.submit_output(params["turn_id"], body),
-        }
-        return 200, readers[op](), {}
-
-    def _turn_events(self, turn_id: str, query: dict[str, list[str]], fault: Fault | None) -> None:
-        store = self.server.store
-        raw_after = query.get("after", [self.headers.get("Last-Event-ID") or "0"])[-1]
-        if not raw_after.isdigit():
-            raise ApiError(400, "invalid_parameter", "after must be a non-negative integer")
-        after = int(raw_after)
-        accept = self.headers.get("Accept", "")
-        if "application/json" in accept and "text/event-stream" not in accept:
-            events, status = store.events_after(turn_id, after)
-            self._send_json(200, {"object": "list", "data": events, "turn_status": status})
-            return
-        store.get_turn(turn_id)  # a 404 must be an ordinary JSON error, before the stream starts
-        self._stream(turn_id, after, fault)
-
-    def _stream(self, turn_id: str, after: int, fault: Fault | None) -> None:
-        """Server-Sent Events, chunk-encoded so that a cut stream is distinguishable from a finished one."""
+        subscriber = store.subscribe(session_id)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -206,30 +221,27 @@ class Handler(BaseHTTPRequestHandler):
         cut_after = fault.after_events if fault is not None and fault.mode == "cut_stream" else None
         sent = 0
         try:
+            self._chunk(b": connected\n\n")
             while True:
-                try:
-                    events, status = self.server.store.events_after(turn_id, after, self.server.keepalive_seconds)
-                except ApiError:  # the turn vanished (an admin reset): end as abruptly as a lost connection
+                if sent == cut_after:
                     self._drop()
-                finished = status in TERMINAL_STATUSES
-                if not events and not finished:
+                try:
+                    event = subscriber.get(timeout=self.server.keepalive_seconds)
+                except queue.Empty:
                     self._chunk(b": keepalive\n\n")
                     continue
-                for event in events:
-                    if sent == cut_after:
-                        self._drop()
-                    frame = f"id: {event['sequence']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    self._chunk(frame.encode())
-                    sent += 1
-                    after = event["sequence"]
-                if finished:
-                    self.wfile.write(b"0\r\n\r\n")
-                    return
-        except (BrokenPipeError, ConnectionResetError):
-            logger.debug("event stream client for %s went away", turn_id)
+                if event is None:  # cut (a scenario, a reset): end as abruptly as a lost connection
+                    self._drop()
+                self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                sent += 1
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            logger.debug("live stream client for %s went away", session_id)
+        finally:
+            store.unsubscribe(session_id, subscriber)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     # --- test knobs --------------------------------------------------------------------------------------
 
@@ -239,6 +251,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
         elif (method, path) == ("GET", "/_double/state"):
             self._send_json(200, store.admin_state())
+        elif (method, path) == ("GET", "/_double/requests"):
+            self._send_json(200, {"requests": store.request_log_snapshot()})
         elif (method, path) == ("POST", "/_double/reset"):
             store.reset()
             self._send_json(200, {"ok": True})
@@ -248,3 +262,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, dataclasses.asdict(store.configure(body)))
         else:
             raise ApiError(404, "route_not_found", f"No route {method} {path}", "not_found_error")
+
+
+def _input_op(body: Any) -> str:
+    events = body.get("events") if isinstance(body, dict) else None
+    first = events[0] if isinstance(events, list) and events and isinstance(events[0], dict) else {}
+    return _INPUT_OPS.get(first.get("type"), "input_message")

@@ -1,7 +1,8 @@
-"""State of the Rebyte double: resources, idempotency records, fault knobs and the optional snapshot file.
+"""State of the Rebyte double: agents, sessions, turns, items, the live event fan-out and the test knobs.
 
-Every read and write happens under one condition variable. Turn runners, event streams and HTTP handlers all
-wait on it, so a change made by any of them (a delta, an output, a cancel) wakes the others at once.
+Everything lives in memory under one condition variable; turn runners, live streams and HTTP handlers wait
+on it, so a change made by any of them wakes the others at once. Object shapes are those of the `openai`
+SDK's generated models (`openai.types.beta`), which the contract tests parse with strict validation.
 """
 
 from __future__ import annotations
@@ -9,24 +10,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import re
+import queue
 import secrets
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-TERMINAL_EVENT_STATUS = {
-    "turn.completed": "completed",
-    "turn.failed": "failed",
-    "turn.cancelled": "cancelled",
-}
-TERMINAL_STATUSES = frozenset(TERMINAL_EVENT_STATUS.values())
+TERMINAL_TURN_STATUSES = frozenset({"completed", "failed", "cancelled"})
+METADATA_MAX_KEYS = 16
+METADATA_KEY_MAX = 64
+METADATA_VALUE_MAX = 512
+PAGE_LIMIT_DEFAULT = 20
+PAGE_LIMIT_MAX = 100
 
-# Operation names: used for fault matching and per-operation request counts.
+# Operation names key faults and request counts. An input event's operation is named by its kind.
 OPERATIONS = frozenset(
     {
         "create_agent",
@@ -35,40 +34,31 @@ OPERATIONS = frozenset(
         "create_session",
         "get_session",
         "list_sessions",
-        "create_turn",
-        "get_turn",
+        "input_message",
+        "input_tool_result",
+        "input_cancel",
         "list_turns",
-        "cancel_turn",
-        "submit_function_call_output",
-        "turn_events",
+        "get_turn",
+        "list_items",
+        "session_events",
     }
 )
 FAULT_MODES = frozenset({"drop_response", "delay", "http_error", "cut_stream"})
 
-METADATA_MAX_KEYS = 16
-METADATA_KEY_MAX = 64
-METADATA_VALUE_MAX = 512
-PAGE_LIMIT_DEFAULT = 20
-PAGE_LIMIT_MAX = 100
-_METADATA_PARAM = re.compile(r"metadata\[(.+)\]")
-
 
 class ApiError(Exception):
-    """An error the HTTP layer turns into `{"error": {...}}` with the given status."""
+    """An error the HTTP layer answers as `{"error": {message, type, code, param}}`."""
 
-    def __init__(self, status: int, code: str, message: str, error_type: str = "invalid_request_error"):
+    def __init__(self, status: int, code: str, message: str, error_type: str = "invalid_request_error", param=None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.error_type = error_type
+        self.param = param
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"type": self.error_type, "code": self.code, "message": self.message}}
-
-
-class TurnEnded(Exception):
-    """Tells a turn runner that its turn reached a terminal state elsewhere (a cancel), so it must stop."""
+        return {"error": {"message": self.message, "type": self.error_type, "code": self.code, "param": self.param}}
 
 
 def new_id(prefix: str) -> str:
@@ -83,97 +73,9 @@ def _now() -> int:
 class Config:
     delta_delay_ms: int = 20
     delta_chunks: int = 4
-
-
-@dataclass
-class Agent:
-    id: str
-    name: str
-    model: str
-    instructions: str | None
-    metadata: dict[str, str]
-    created_at: int
-    idempotency_key: str | None
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "agent",
-            "name": self.name,
-            "model": self.model,
-            "instructions": self.instructions,
-            "metadata": self.metadata,
-            "created_at": self.created_at,
-        }
-
-
-@dataclass
-class Session:
-    id: str
-    agent_id: str
-    metadata: dict[str, str]
-    created_at: int
-    idempotency_key: str | None
-
-
-@dataclass
-class FunctionCall:
-    call_id: str
-    item_id: str
-    name: str
-    arguments: str
-    output: str | None = None
-    # Every accepted submission, duplicates included, so tests can prove an output was sent exactly once.
-    submissions: int = 0
-
-
-@dataclass
-class Turn:
-    id: str
-    session_id: str
-    input_text: str
-    tools: list[dict[str, Any]]
-    metadata: dict[str, str]
-    created_at: int
-    idempotency_key: str | None
-    status: str = "queued"
-    items: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    calls: dict[str, FunctionCall] = field(default_factory=dict)
-    output_text: str = ""
-    error: dict[str, str] | None = None
-    completed_at: int | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
-
-    def required_actions(self) -> list[dict[str, Any]]:
-        if self.status != "requires_action":
-            return []
-        return [
-            {"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}
-            for c in self.calls.values()
-            if c.output is None
-        ]
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "agent.session.turn",
-            "session_id": self.session_id,
-            "status": self.status,
-            "input": self.input_text,
-            "tools": self.tools,
-            "metadata": self.metadata,
-            "items": self.items,
-            "output_text": self.output_text,
-            "required_actions": self.required_actions(),
-            "error": self.error,
-            "last_sequence": len(self.events),
-            "created_at": self.created_at,
-            "completed_at": self.completed_at,
-        }
+    # A new session shows in lists only this long after it was created (the SDK documents session
+    # listings as eventually consistent), so callers must not read "absent" from one early listing.
+    listing_lag_ms: int = 0
 
 
 @dataclass
@@ -181,584 +83,791 @@ class Fault:
     id: str
     op: str
     mode: str
-    remaining: int
+    times: int = 1
     status: int = 503
     delay_ms: int = 0
     after_events: int = 0
+    # When set, the fault applies to every request of `op` until this (monotonic) time instead of `times`.
+    until: float | None = None
+    hits: int = 0
 
 
-def _object(body: Any, *, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
-    # Unknown fields are rejected, as the real API does, so a client typo fails loudly instead of silently.
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_body", "The request body must be a JSON object")
-    unknown = sorted(set(body) - set(required) - set(optional))
-    if unknown:
-        raise ApiError(400, "unknown_parameter", f"Unknown parameter(s): {', '.join(unknown)}")
-    missing = [name for name in required if name not in body]
-    if missing:
-        raise ApiError(400, "missing_parameter", f"Missing parameter(s): {', '.join(missing)}")
-    return body
+@dataclass
+class Session:
+    obj: dict[str, Any]
+    agent_id: str
+    tools: list[dict[str, Any]]
+    listed_after: float
+    turn_ids: list[str] = field(default_factory=list)
+    item_ids: list[str] = field(default_factory=list)
+    subscribers: list[queue.Queue] = field(default_factory=list)
 
 
-def _string(body: dict[str, Any], name: str, *, allow_empty: bool = False) -> str:
-    value = body[name]
-    if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise ApiError(400, "invalid_parameter", f"{name} must be a non-empty string")
-    return value
+@dataclass
+class Turn:
+    obj: dict[str, Any]
+    script: str
+    # Function calls the turn waits for: call_id -> (name, arguments object); answers by call_id.
+    pending_calls: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _metadata(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or len(value) > METADATA_MAX_KEYS:
-        raise ApiError(400, "invalid_metadata", f"metadata must be an object of at most {METADATA_MAX_KEYS} keys")
-    for key, item in value.items():
-        if not (0 < len(key) <= METADATA_KEY_MAX) or not isinstance(item, str) or len(item) > METADATA_VALUE_MAX:
-            raise ApiError(400, "invalid_metadata", "metadata keys and values must be short strings")
-    return dict(value)
+class TurnEnded(Exception):
+    """Tells a turn runner that its turn reached a terminal state elsewhere (a cancel), so it must stop."""
 
 
-def _tools(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ApiError(400, "invalid_tools", "tools must be a list")
-    for tool in value:
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("name"), str):
-            raise ApiError(400, "invalid_tools", "each tool must be {type: 'function', name, ...}")
-    names = [tool["name"] for tool in value]
-    if len(set(names)) != len(names):
-        raise ApiError(400, "invalid_tools", "tool names must be unique")
-    return value
-
-
-def _fingerprint(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-
-
-def _matches(metadata: dict[str, str], wanted: dict[str, str]) -> bool:
-    return all(metadata.get(key) == value for key, value in wanted.items())
-
-
-def _page(
-    records: list[Any],
-    query: dict[str, list[str]],
-    *,
-    public,
-    extra_filters: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """One cursor page of `records` (in creation order) filtered by `metadata[key]=value` parameters."""
-    wanted: dict[str, str] = {}
-    options: dict[str, str] = {}
-    allowed = {"limit", "after", "order", *(extra_filters or {})}
-    for name, values in query.items():
-        match = _METADATA_PARAM.fullmatch(name)
-        if match:
-            wanted[match.group(1)] = values[-1]
-        elif name in allowed:
-            options[name] = values[-1]
-        else:
-            raise ApiError(400, "unknown_parameter", f"Unknown query parameter {name!r}")
-    try:
-        limit = int(options.get("limit", PAGE_LIMIT_DEFAULT))
-    except ValueError:
-        raise ApiError(400, "invalid_parameter", "limit must be an integer") from None
-    if not 1 <= limit <= PAGE_LIMIT_MAX:
-        raise ApiError(400, "invalid_parameter", f"limit must be between 1 and {PAGE_LIMIT_MAX}")
-    order = options.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise ApiError(400, "invalid_parameter", "order must be asc or desc")
-
-    selected = [r for r in records if _matches(r.metadata, wanted)]
-    for attribute, filter_name in (extra_filters or {}).items():
-        if filter_name in options:
-            selected = [r for r in selected if getattr(r, attribute) == options[filter_name]]
-    if order == "desc":
-        selected.reverse()
-    if "after" in options:
-        ids = [r.id for r in selected]
-        if options["after"] not in ids:
-            raise ApiError(400, "invalid_cursor", "after must be an id from a previous page of this list")
-        selected = selected[ids.index(options["after"]) + 1 :]
-    page = selected[:limit]
+def _usage() -> dict[str, Any]:
     return {
-        "object": "list",
-        "data": [public(r) for r in page],
-        "first_id": page[0].id if page else None,
-        "last_id": page[-1].id if page else None,
-        "has_more": len(selected) > limit,
+        "input_tokens": 0,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 0,
+    }
+
+
+def _agent_config(body: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved agent configuration (the fields an Agent and a session's `agent` share)."""
+    base = base or {}
+    tools = body["tools"] if body.get("tools") is not None else base.get("tools", [])
+    return {
+        "instructions": body.get("instructions", base.get("instructions")),
+        "model": body.get("model") or base.get("model"),
+        "multi_agent": {"enabled": False, "max_concurrent_subagents": None},
+        "name": base.get("name", body.get("name")),
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "auto",
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tools": [_resolved_tool(tool) for tool in tools],
+    }
+
+
+def _resolved_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool["description"],
+        "parameters": tool["parameters"],
+        "defer_loading": bool(tool.get("defer_loading", False)),
     }
 
 
 class Store:
-    def __init__(self, config: Config, state_file: Path | None = None):
+    def __init__(self, config: Config):
+        self._startup_config = dataclasses.replace(config)
         self.cond = threading.Condition()
-        self._initial_config = config
-        self._state_file = state_file
-        self._clear()
-        if state_file is not None and state_file.exists():
-            self._load(state_file)
+        self._clear(config)
 
-    def _clear(self) -> None:
-        self.config = dataclasses.replace(self._initial_config)
-        self.agents: dict[str, Agent] = {}
+    def _clear(self, config: Config) -> None:
+        self.config = config
+        self.agents: dict[str, dict[str, Any]] = {}
         self.sessions: dict[str, Session] = {}
         self.turns: dict[str, Turn] = {}
-        # (operation, Idempotency-Key) -> (request fingerprint, id of the object created by the first request)
-        self.idempotency: dict[tuple[str, str], tuple[str, str]] = {}
+        self.items: dict[str, dict[str, Any]] = {}
+        # (session id, Idempotency-Key) -> fingerprint of the body first sent with it.
+        self.idempotency: dict[tuple[str, str], str] = {}
+        self.input_events: list[dict[str, Any]] = []
+        self.steering: list[dict[str, Any]] = []
         self.faults: list[Fault] = []
         self.requests: Counter[str] = Counter()
+        self.request_log: list[dict[str, Any]] = []
 
-    # --- persistence -------------------------------------------------------------------------------------
+    # --- test knobs ---------------------------------------------------------------------------------------
 
-    def _load(self, path: Path) -> None:
-        data = json.loads(path.read_text())
-        self.agents = {a["id"]: Agent(**a) for a in data["agents"]}
-        self.sessions = {s["id"]: Session(**s) for s in data["sessions"]}
-        for raw in data["turns"]:
-            calls = {cid: FunctionCall(**c) for cid, c in raw.pop("calls").items()}
-            turn = Turn(**raw, calls=calls)
-            self.turns[turn.id] = turn
-            # The runner threads of the previous process are gone; say so instead of leaving the turn hanging.
-            if not turn.terminal:
-                self._finish(turn, "turn.failed", error={"code": "double_restarted", "message": "The double restarted"})
-        self.idempotency = {(op, key): (fp, oid) for op, key, fp, oid in data["idempotency"]}
-        self._save()
-
-    def _save(self) -> None:
-        if self._state_file is None:
-            return
-        data = {
-            "agents": [dataclasses.asdict(a) for a in self.agents.values()],
-            "sessions": [dataclasses.asdict(s) for s in self.sessions.values()],
-            "turns": [dataclasses.asdict(t) for t in self.turns.values()],
-            "idempotency": [[op, key, fp, oid] for (op, key), (fp, oid) in self.idempotency.items()],
-        }
-        # Write-then-rename so a crash mid-write never leaves a truncated snapshot behind.
-        temporary = self._state_file.with_name(self._state_file.name + ".tmp")
-        temporary.write_text(json.dumps(data))
-        os.replace(temporary, self._state_file)
-
-    def _changed(self) -> None:
-        self._save()
-        self.cond.notify_all()
-
-    # --- admin: faults, config, state --------------------------------------------------------------------
-
-    def take_fault(self, op: str) -> Fault | None:
-        """Count a request for `op` and consume one use of the first fault armed for it."""
+    def reset(self) -> None:
         with self.cond:
-            self.requests[op] += 1
-            for fault in self.faults:
-                if fault.op == op and fault.remaining > 0:
-                    fault.remaining -= 1
-                    return fault
-            return None
+            for session in self.sessions.values():
+                for subscriber in session.subscribers:
+                    subscriber.put(None)
+            for turn in self.turns.values():
+                if turn.obj["status"] not in TERMINAL_TURN_STATUSES:
+                    turn.obj["status"] = "cancelled"
+            self._clear(dataclasses.replace(self._startup_config))
+            self.cond.notify_all()
 
-    def add_fault(self, body: Any) -> Fault:
-        body = _object(body, required=("op", "mode"), optional=("times", "status", "delay_ms", "after_events"))
-        op, mode = body["op"], body["mode"]
-        if op not in OPERATIONS:
-            raise ApiError(400, "invalid_parameter", f"op must be one of {sorted(OPERATIONS)}")
+    def configure(self, body: dict[str, Any]) -> Config:
+        with self.cond:
+            for name in ("delta_delay_ms", "delta_chunks", "listing_lag_ms"):
+                if name in body:
+                    value = body[name]
+                    if not isinstance(value, int) or value < (1 if name == "delta_chunks" else 0):
+                        raise ApiError(400, "invalid_config", f"{name} must be a non-negative integer")
+                    setattr(self.config, name, value)
+            return dataclasses.replace(self.config)
+
+    def pacing(self) -> tuple[float, int]:
+        with self.cond:
+            return self.config.delta_delay_ms / 1000, self.config.delta_chunks
+
+    def add_fault(self, body: dict[str, Any]) -> Fault:
+        op, mode = body.get("op"), body.get("mode")
+        if op not in OPERATIONS and op != "*":
+            raise ApiError(400, "invalid_fault", f"op must be '*' or one of {sorted(OPERATIONS)}")
         if mode not in FAULT_MODES:
-            raise ApiError(400, "invalid_parameter", f"mode must be one of {sorted(FAULT_MODES)}")
-        if mode == "cut_stream" and op != "turn_events":
-            raise ApiError(400, "invalid_parameter", "cut_stream applies to op turn_events only")
-        if mode == "drop_response" and op == "turn_events":
-            raise ApiError(400, "invalid_parameter", "use cut_stream (after_events 0) to drop an event stream")
-        numbers = {
-            name: body.get(name, default)
-            for name, default in (("times", 1), ("status", 503), ("delay_ms", 0), ("after_events", 0))
-        }
-        if any(not isinstance(value, int) or value < 0 for value in numbers.values()) or numbers["times"] < 1:
-            raise ApiError(400, "invalid_parameter", "times must be >= 1; status, delay_ms, after_events >= 0")
-        if not 400 <= numbers["status"] <= 599:
-            raise ApiError(400, "invalid_parameter", "status must be an HTTP error status (400-599)")
+            raise ApiError(400, "invalid_fault", f"mode must be one of {sorted(FAULT_MODES)}")
+        if mode == "cut_stream" and op != "session_events":
+            raise ApiError(400, "invalid_fault", "cut_stream applies to session_events only")
+        seconds = body.get("seconds")
         fault = Fault(
             id=new_id("fault"),
             op=op,
             mode=mode,
-            remaining=numbers["times"],
-            status=numbers["status"],
-            delay_ms=numbers["delay_ms"],
-            after_events=numbers["after_events"],
+            times=int(body.get("times", 1)),
+            status=int(body.get("status", 503)),
+            delay_ms=int(body.get("delay_ms", 0)),
+            after_events=int(body.get("after_events", 0)),
+            until=time.monotonic() + float(seconds) if seconds is not None else None,
         )
         with self.cond:
             self.faults.append(fault)
         return fault
 
-    def configure(self, body: Any) -> Config:
-        body = _object(body, required=(), optional=("delta_delay_ms", "delta_chunks"))
+    def take_fault(self, op: str) -> Fault | None:
         with self.cond:
-            delay = body.get("delta_delay_ms", self.config.delta_delay_ms)
-            chunks = body.get("delta_chunks", self.config.delta_chunks)
-            if not isinstance(delay, int) or delay < 0 or not isinstance(chunks, int) or chunks < 1:
-                raise ApiError(400, "invalid_parameter", "delta_delay_ms must be >= 0 and delta_chunks >= 1")
-            self.config = Config(delta_delay_ms=delay, delta_chunks=chunks)
-            return self.config
+            now = time.monotonic()
+            self.faults = [f for f in self.faults if (f.until is None and f.times > 0) or (f.until or 0) > now]
+            for fault in self.faults:
+                if fault.op in (op, "*"):
+                    if fault.until is None:
+                        fault.times -= 1
+                    fault.hits += 1
+                    return fault
+        return None
 
-    def reset(self) -> None:
+    def record_request(self, op: str, entry: dict[str, Any]) -> None:
         with self.cond:
-            # Running turns see their records vanish; cancel them first so their runner threads stop.
-            for turn in self.turns.values():
-                if not turn.terminal:
-                    self._finish(turn, "turn.cancelled")
-            self._clear()
-            self._changed()
+            self.requests[op] += 1
+            self.request_log.append({"op": op, **entry})
 
     def admin_state(self) -> dict[str, Any]:
         with self.cond:
-            outputs = [
-                {
-                    "turn_id": turn.id,
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "output": call.output,
-                    "submissions": call.submissions,
-                }
-                for turn in self.turns.values()
-                for call in turn.calls.values()
-                if call.output is not None
-            ]
             return {
                 "counts": {
                     "agents": len(self.agents),
                     "sessions": len(self.sessions),
                     "turns": len(self.turns),
-                    "function_call_outputs": len(outputs),
+                    "input_events": len(self.input_events),
+                    "steering": len(self.steering),
                 },
-                "agents": [a.public() | {"idempotency_key": a.idempotency_key} for a in self.agents.values()],
+                "agents": list(self.agents.values()),
                 "sessions": [
-                    self._session_public(s) | {"idempotency_key": s.idempotency_key} for s in self.sessions.values()
+                    {**s.obj, "turns": [self.turns[t].obj for t in s.turn_ids], "items": self._items_of(s)}
+                    for s in self.sessions.values()
                 ],
-                "turns": [t.public() | {"idempotency_key": t.idempotency_key} for t in self.turns.values()],
-                "function_call_outputs": outputs,
+                "input_events": list(self.input_events),
+                "steering": list(self.steering),
                 "requests": dict(self.requests),
-                "faults": [dataclasses.asdict(f) for f in self.faults if f.remaining > 0],
+                "faults": [dataclasses.asdict(f) for f in self.faults],
                 "config": dataclasses.asdict(self.config),
             }
 
-    # --- idempotent creation -----------------------------------------------------------------------------
-
-    def _replay(self, op: str, key: str | None, fingerprint: str) -> str | None:
-        """The id created earlier under this key, or None; a reused key with another request is a conflict."""
-        if key is None:
-            return None
-        previous = self.idempotency.get((op, key))
-        if previous is None:
-            return None
-        if previous[0] != fingerprint:
-            raise ApiError(409, "idempotency_conflict", "Idempotency-Key was already used with another request")
-        return previous[1]
-
-    def _remember(self, op: str, key: str | None, fingerprint: str, object_id: str) -> None:
-        if key is not None:
-            self.idempotency[(op, key)] = (fingerprint, object_id)
-
-    # --- agents ------------------------------------------------------------------------------------------
-
-    def create_agent(self, body: Any, key: str | None) -> tuple[dict[str, Any], bool]:
-        body = _object(body, required=("name",), optional=("model", "instructions", "metadata"))
-        name = _string(body, "name")
-        model = body.get("model") or "rebyte-echo"
-        instructions = body.get("instructions")
-        if not isinstance(model, str) or not (instructions is None or isinstance(instructions, str)):
-            raise ApiError(400, "invalid_parameter", "model and instructions must be strings")
-        metadata = _metadata(body.get("metadata"))
-        fingerprint = _fingerprint(body)
+    def request_log_snapshot(self) -> list[dict[str, Any]]:
         with self.cond:
-            existing = self._replay("create_agent", key, fingerprint)
-            if existing is not None:
-                return self.agents[existing].public(), False
-            agent = Agent(new_id("agent"), name, model, instructions, metadata, _now(), key)
-            self.agents[agent.id] = agent
-            self._remember("create_agent", key, fingerprint, agent.id)
-            self._changed()
-            return agent.public(), True
+            return list(self.request_log)
+
+    # --- agents -------------------------------------------------------------------------------------------
+
+    def create_agent(self, body: dict[str, Any]) -> dict[str, Any]:
+        _only(
+            body,
+            {
+                "model",
+                "name",
+                "instructions",
+                "metadata",
+                "tools",
+                "compaction",
+                "experimental",
+                "multi_agent",
+                "reasoning",
+                "service_tier",
+                "text",
+            },
+        )
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            raise ApiError(400, "missing_required_parameter", "model is required", param="model")
+        _check_metadata(body.get("metadata"))
+        _check_tools(body.get("tools"))
+        now = _now()
+        agent = {
+            "id": new_id("agent"),
+            "object": "agent",
+            "created_at": now,
+            "updated_at": now,
+            "metadata": dict(body.get("metadata") or {}),
+            **_agent_config(body),
+            "name": body.get("name"),
+        }
+        with self.cond:
+            self.agents[agent["id"]] = agent
+        return agent
 
     def get_agent(self, agent_id: str) -> dict[str, Any]:
         with self.cond:
-            return self._agent(agent_id).public()
+            agent = self.agents.get(agent_id)
+            if agent is None:
+                raise ApiError(404, "not_found", f"No agent {agent_id}", "not_found_error")
+            return agent
 
     def list_agents(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        _only(query, {"after", "limit", "order"})
         with self.cond:
-            return _page(list(self.agents.values()), query, public=Agent.public)
+            return _page(list(self.agents.values()), query)
 
-    def _agent(self, agent_id: str) -> Agent:
-        agent = self.agents.get(agent_id)
-        if agent is None:
-            raise ApiError(404, "agent_not_found", f"No agent {agent_id}", "not_found_error")
-        return agent
+    # --- sessions -----------------------------------------------------------------------------------------
 
-    # --- sessions ----------------------------------------------------------------------------------------
-
-    def _session_public(self, session: Session) -> dict[str, Any]:
-        active = [t for t in self.turns.values() if t.session_id == session.id and not t.terminal]
-        if not active:
-            status = "idle"
-        else:
-            status = "requires_action" if active[0].status == "requires_action" else "running"
-        return {
-            "id": session.id,
-            "object": "agent.session",
-            "agent_id": session.agent_id,
-            "status": status,
-            "metadata": session.metadata,
-            "created_at": session.created_at,
-        }
-
-    def create_session(self, body: Any, key: str | None) -> tuple[dict[str, Any], bool]:
-        body = _object(body, required=("agent_id",), optional=("metadata",))
-        agent_id = _string(body, "agent_id")
-        metadata = _metadata(body.get("metadata"))
-        fingerprint = _fingerprint(body)
+    def create_session(self, body: dict[str, Any]) -> tuple[dict[str, Any], Turn]:
+        _only(
+            body,
+            {
+                "environment",
+                "agent",
+                "agent_id",
+                "input",
+                "metadata",
+                "prompt_cache_options",
+                "review",
+                "spend_control",
+                "stream",
+                "stream_options",
+                "vault_ids",
+            },
+        )
+        if body.get("environment") != {"type": "none"}:
+            raise ApiError(
+                400,
+                "invalid_environment",
+                "environment is required; the double serves {type: none}",
+                param="environment",
+            )
+        if body.get("stream"):
+            raise ApiError(400, "unsupported_parameter", "stream=true is not served by the double", param="stream")
+        _check_metadata(body.get("metadata"))
+        override = body.get("agent") or {}
+        if not isinstance(override, dict):
+            raise ApiError(400, "invalid_type", "agent must be an object", param="agent")
+        _only(
+            override,
+            {
+                "instructions",
+                "model",
+                "tools",
+                "compaction",
+                "experimental",
+                "multi_agent",
+                "reasoning",
+                "service_tier",
+                "text",
+            },
+        )
+        _check_tools(override.get("tools"))
+        script = _input_script(body.get("input"), param="input")
         with self.cond:
-            existing = self._replay("create_session", key, fingerprint)
-            if existing is not None:
-                return self._session_public(self.sessions[existing]), False
-            self._agent(agent_id)
-            session = Session(new_id("sess"), agent_id, metadata, _now(), key)
-            self.sessions[session.id] = session
-            self._remember("create_session", key, fingerprint, session.id)
-            self._changed()
-            return self._session_public(session), True
+            base = None
+            if body.get("agent_id") is not None:
+                base = self.agents.get(body["agent_id"])
+                if base is None:
+                    raise ApiError(404, "not_found", f"No agent {body['agent_id']}", "not_found_error")
+            elif not override.get("model"):
+                raise ApiError(400, "missing_required_parameter", "agent.model is required without agent_id")
+            now = _now()
+            agent_config = _agent_config(override, base)
+            session_id = new_id("sess")
+            obj = {
+                "id": session_id,
+                "object": "agent.session",
+                "agent": {"id": base["id"] if base else new_id("agent"), **agent_config},
+                "created_at": now,
+                "environment": {"type": "none"},
+                "error": None,
+                "last_active_at": now,
+                "metadata": dict(body.get("metadata") or {}),
+                "required_actions": [],
+                "spend_control": {"consumed": None, "limit": None},
+                "status": "idle",
+                "usage": None,
+                "vault_ids": list(body.get("vault_ids") or []),
+            }
+            session = Session(
+                obj=obj,
+                agent_id=obj["agent"]["id"],
+                tools=agent_config["tools"],
+                listed_after=time.monotonic() + self.config.listing_lag_ms / 1000,
+            )
+            self.sessions[session_id] = session
+            turn = self._start_turn(session, body["input"], script)
+            return obj, turn
+
+    def session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise ApiError(404, "not_found", f"No session {session_id}", "not_found_error")
+        return session
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         with self.cond:
-            return self._session_public(self._session(session_id))
+            return self.session(session_id).obj
 
     def list_sessions(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        _only(query, {"after", "limit", "order", "agent_id"})
         with self.cond:
-            return _page(
-                list(self.sessions.values()),
-                query,
-                public=self._session_public,
-                extra_filters={"agent_id": "agent_id"},
-            )
+            now = time.monotonic()
+            agent_id = query.get("agent_id", [None])[-1]
+            visible = [
+                s.obj
+                for s in self.sessions.values()
+                if s.listed_after <= now and (agent_id is None or s.agent_id == agent_id)
+            ]
+            return _page(visible, query)
 
-    def _session(self, session_id: str) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise ApiError(404, "session_not_found", f"No session {session_id}", "not_found_error")
-        return session
+    # --- turns and items ----------------------------------------------------------------------------------
 
-    # --- turns -------------------------------------------------------------------------------------------
-
-    def create_turn(self, session_id: str, body: Any, key: str | None) -> tuple[dict[str, Any], bool]:
-        body = _object(body, required=("input",), optional=("tools", "metadata"))
-        input_text = _string(body, "input")
-        tools = _tools(body.get("tools"))
-        metadata = _metadata(body.get("metadata"))
-        fingerprint = _fingerprint(session_id, body)
+    def list_turns(self, session_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        _only(query, {"after", "limit", "order"})
         with self.cond:
-            existing = self._replay("create_turn", key, fingerprint)
-            if existing is not None:
-                return self.turns[existing].public(), False
-            self._session(session_id)
-            turn = Turn(new_id("turn"), session_id, input_text, tools, metadata, _now(), key)
-            turn.items.append(
+            session = self.session(session_id)
+            return _page([self.turns[t].obj for t in session.turn_ids], query)
+
+    def get_turn(self, session_id: str, turn_id: str) -> dict[str, Any]:
+        with self.cond:
+            session = self.session(session_id)
+            if turn_id not in session.turn_ids:
+                raise ApiError(404, "not_found", f"No turn {turn_id} in {session_id}", "not_found_error")
+            return self.turns[turn_id].obj
+
+    def list_items(self, session_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        _only(query, {"after", "limit", "order"})
+        with self.cond:
+            return _page(self._items_of(self.session(session_id)), query)
+
+    def _items_of(self, session: Session) -> list[dict[str, Any]]:
+        return [self.items[i] for i in session.item_ids]
+
+    # --- input events -------------------------------------------------------------------------------------
+
+    def accept_events(self, session_id: str, body: dict[str, Any], key: str | None) -> Turn | None:
+        """Applies input events (202 semantics); returns a turn the caller must start running, if any."""
+        _only(body, {"events"})
+        events = body.get("events")
+        if not isinstance(events, list) or not events:
+            raise ApiError(400, "invalid_type", "events must be a non-empty array", param="events")
+        fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        with self.cond:
+            session = self.session(session_id)
+            if key is not None:
+                seen = self.idempotency.get((session_id, key))
+                if seen == fingerprint:
+                    return None  # a resend: already accepted, nothing happens twice
+                if seen is not None:
+                    raise ApiError(409, "idempotency_key_reused", "This Idempotency-Key was used with another body")
+            for event in events:
+                _check_input_event(event)
+            started = None
+            for event in events:
+                started = self._apply_input(session, event, key) or started
+            if key is not None:
+                self.idempotency[(session_id, key)] = fingerprint
+            self.cond.notify_all()
+            return started
+
+    def _apply_input(self, session: Session, event: dict[str, Any], key: str | None) -> Turn | None:
+        active = self._active_turn(session)
+        started = self._act_on_input(session, active, event)
+        # Recorded once accepted: a refused event (409, 400) is not something the session received.
+        self.input_events.append(
+            {
+                "session_id": session.obj["id"],
+                "type": event["type"],
+                "idempotency_key": key,
+                "active_turn_id": active.obj["id"] if active else None,
+                "event": event,
+            }
+        )
+        return started
+
+    def _act_on_input(self, session: Session, active: Turn | None, event: dict[str, Any]) -> Turn | None:
+        kind = event["type"]
+        if kind == "agent.session.input.message":
+            script = _input_script(event["input"], param="events.input")
+            if active is not None:
+                # Sent while a turn runs, a message steers it: recorded so tests can assert it never happens.
+                self.steering.append({"session_id": session.obj["id"], "turn_id": active.obj["id"], "text": script})
+                self._add_user_items(session, active, event["input"])
+                return None
+            return self._start_turn(session, event["input"], script)
+        if kind == "agent.session.input.cancel":
+            if active is not None:
+                self._finish_turn(session, active, "cancelled")
+            return None
+        turn = self.turns.get(event["turn_id"])
+        if turn is None or turn.obj["session_id"] != session.obj["id"]:
+            raise ApiError(404, "not_found", f"No turn {event['turn_id']}", "not_found_error", param="turn_id")
+        call_id = event["call_id"]
+        if call_id in turn.answers:
+            raise ApiError(409, "tool_result_already_submitted", f"{call_id} already has a result", param="call_id")
+        if call_id not in turn.pending_calls or turn.obj["status"] != "waiting":
+            raise ApiError(400, "no_pending_function_call", f"Turn does not wait for {call_id}", param="call_id")
+        answer = {"success": event["success"], "output": event.get("output"), "error": event.get("error")}
+        turn.answers[call_id] = answer
+        del turn.pending_calls[call_id]
+        self._add_item(
+            session,
+            {
+                "id": new_id("fco"),
+                "type": "function_call_output",
+                "call_id": call_id,
+                "output": answer["output"] if answer["success"] else None,
+                "error": None if answer["success"] else answer["error"],
+                "status": "completed" if answer["success"] else "failed",
+                "turn_id": turn.obj["id"],
+            },
+            done=False,
+        )
+        session.obj["required_actions"] = [a for a in session.obj["required_actions"] if a.get("call_id") != call_id]
+        if not turn.pending_calls:
+            turn.obj["status"] = "in_progress"
+            session.obj["status"] = "in_progress"
+            self._emit(session, "agent.session.turn.in_progress", turn=turn)
+            self._emit(session, "agent.session.in_progress")
+        return None
+
+    def _active_turn(self, session: Session) -> Turn | None:
+        for turn_id in session.turn_ids:
+            turn = self.turns[turn_id]
+            if turn.obj["status"] not in TERMINAL_TURN_STATUSES:
+                return turn
+        return None
+
+    def _start_turn(self, session: Session, input_messages, script: str) -> Turn:
+        now = _now()
+        turn = Turn(
+            obj={
+                "id": new_id("turn"),
+                "object": "agent.session.turn",
+                "agent_id": session.agent_id,
+                "session_id": session.obj["id"],
+                "status": "queued",
+                "created_at": now,
+                "started_at": None,
+                "completed_at": None,
+                "error": None,
+                "usage": None,
+            },
+            script=script,
+        )
+        self.turns[turn.obj["id"]] = turn
+        session.turn_ids.append(turn.obj["id"])
+        session.obj["last_active_at"] = now
+        self._emit(session, "agent.session.turn.created", turn=turn)
+        self._add_user_items(session, turn, input_messages)
+        return turn
+
+    def _add_user_items(self, session: Session, turn: Turn, input_messages) -> None:
+        if isinstance(input_messages, str):
+            input_messages = [{"role": "user", "content": [{"type": "input_text", "text": input_messages}]}]
+        for message in input_messages:
+            self._add_item(
+                session,
                 {
                     "id": new_id("msg"),
                     "type": "message",
                     "role": "user",
                     "status": "completed",
-                    "content": [{"type": "input_text", "text": input_text}],
-                }
+                    "phase": None,
+                    "content": [{"type": "input_text", "text": part["text"]} for part in message["content"]],
+                    "turn_id": turn.obj["id"],
+                },
+                done=False,
             )
-            self.turns[turn.id] = turn
-            self._remember("create_turn", key, fingerprint, turn.id)
-            self._changed()
-            return turn.public(), True
 
-    def get_turn(self, turn_id: str) -> dict[str, Any]:
+    def _add_item(self, session: Session, item: dict[str, Any], *, done: bool) -> None:
+        self.items[item["id"]] = item
+        session.item_ids.append(item["id"])
+        output_index = len(session.item_ids) - 1
+        self._emit(session, "agent.session.turn.item.added", item=item, output_index=output_index)
+        if done:
+            self._emit(session, "agent.session.turn.item.done", item=item, output_index=output_index)
+
+    def _output_index(self, session: Session, item_id: str) -> int:
+        return session.item_ids.index(item_id)
+
+    def _finish_turn(self, session: Session, turn: Turn, status: str, error: dict | None = None) -> None:
+        turn.obj.update(status=status, completed_at=_now(), error=error, usage=_usage())
+        turn.pending_calls.clear()
+        for item_id in session.item_ids:
+            item = self.items[item_id]
+            if item.get("turn_id") == turn.obj["id"] and item["status"] == "in_progress":
+                item["status"] = "incomplete"
+        session.obj.update(status="idle", required_actions=[], last_active_at=_now())
+        self._emit(session, f"agent.session.turn.{status}", turn=turn, usage=_usage())
+        self._emit(session, "agent.session.idle")
+        self.cond.notify_all()
+
+    # --- the turn runner's side ---------------------------------------------------------------------------
+
+    def begin(self, turn: Turn) -> str:
         with self.cond:
-            return self._turn(turn_id).public()
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            turn.obj.update(status="in_progress", started_at=_now())
+            session.obj["status"] = "in_progress"
+            self._emit(session, "agent.session.turn.in_progress", turn=turn)
+            self._emit(session, "agent.session.in_progress")
+            return turn.script
 
-    def list_turns(self, session_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+    def open_message(self, turn: Turn) -> str:
         with self.cond:
-            self._session(session_id)
-            turns = [t for t in self.turns.values() if t.session_id == session_id]
-            return _page(turns, query, public=Turn.public)
-
-    def _turn(self, turn_id: str) -> Turn:
-        turn = self.turns.get(turn_id)
-        if turn is None:
-            raise ApiError(404, "turn_not_found", f"No turn {turn_id}", "not_found_error")
-        return turn
-
-    def cancel_turn(self, turn_id: str) -> dict[str, Any]:
-        with self.cond:
-            turn = self._turn(turn_id)
-            # Cancelling a finished turn changes nothing: a completed turn stays completed.
-            if not turn.terminal:
-                for item in turn.items:
-                    if item.get("status") == "in_progress":
-                        item["status"] = "incomplete"
-                self._finish(turn, "turn.cancelled")
-                self._changed()
-            return turn.public()
-
-    def submit_output(self, turn_id: str, body: Any) -> dict[str, Any]:
-        body = _object(body, required=("call_id", "output"), optional=())
-        call_id = _string(body, "call_id")
-        output = _string(body, "output", allow_empty=True)
-        with self.cond:
-            turn = self._turn(turn_id)
-            call = turn.calls.get(call_id)
-            if call is None:
-                raise ApiError(
-                    404, "call_not_found", f"Turn {turn_id} has no function call {call_id}", "not_found_error"
-                )
-            receipt = {"object": "function_call_output", "turn_id": turn_id, "call_id": call_id}
-            if call.output is not None:
-                if call.output != output:
-                    raise ApiError(409, "output_conflict", f"Call {call_id} already has a different output")
-                call.submissions += 1
-                self._changed()
-                return receipt | {"duplicate": True}
-            if turn.status != "requires_action":
-                raise ApiError(409, "turn_not_awaiting_output", f"Turn {turn_id} is {turn.status}")
-            call.output = output
-            call.submissions += 1
-            item_id = new_id("fco")
-            turn.items.append({"id": item_id, "type": "function_call_output", "call_id": call_id, "output": output})
-            self._append(turn, "function_call_output", item_id=item_id, call_id=call_id, output=output)
-            if all(c.output is not None for c in turn.calls.values()):
-                turn.status = "running"
-            self._changed()
-            return receipt | {"duplicate": False}
-
-    # --- events ------------------------------------------------------------------------------------------
-
-    def events_after(self, turn_id: str, after: int, timeout: float | None = None) -> tuple[list[dict], str]:
-        """Events with sequence > after, waiting up to `timeout` for one, and the turn's status."""
-        with self.cond:
-            turn = self._turn(turn_id)
-            if timeout is not None:
-                self.cond.wait_for(lambda: len(turn.events) > after or turn.terminal, timeout)
-            return list(turn.events[after:]), turn.status
-
-    def _append(self, turn: Turn, event_type: str, **fields: Any) -> None:
-        turn.events.append(
-            {
-                "type": event_type,
-                "sequence": len(turn.events) + 1,
-                "turn_id": turn.id,
-                "session_id": turn.session_id,
-                "created_at": _now(),
-                **fields,
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            item = {
+                "id": new_id("msg"),
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "phase": "final_answer",
+                "content": [],
+                "turn_id": turn.obj["id"],
             }
-        )
+            self._add_item(session, item, done=False)
+            return item["id"]
 
-    def _finish(self, turn: Turn, event_type: str, **fields: Any) -> None:
-        turn.status = TERMINAL_EVENT_STATUS[event_type]
-        turn.completed_at = _now()
-        if event_type == "turn.failed":
-            turn.error = fields["error"]
-        self._append(turn, event_type, **fields)
-
-    # --- primitives for the turn runner ------------------------------------------------------------------
-
-    def _live_turn(self, turn_id: str) -> Turn:
-        turn = self.turns.get(turn_id)
-        if turn is None or turn.terminal:
-            raise TurnEnded(turn_id)
-        return turn
-
-    def start_turn(self, turn_id: str) -> Turn:
-        """Wait until the session's earlier turns are finished (turns run in order), then mark it running."""
+    def text_delta(self, turn: Turn, item_id: str, delta: str) -> None:
         with self.cond:
-            turn = self._live_turn(turn_id)
-
-            def ready() -> bool:
-                if turn.terminal:
-                    return True
-                for other in self.turns.values():  # creation order
-                    if other is turn:
-                        return True
-                    if other.session_id == turn.session_id and not other.terminal:
-                        return False
-                return True
-
-            self.cond.wait_for(ready)
-            turn = self._live_turn(turn_id)
-            turn.status = "running"
-            self._append(turn, "turn.started")
-            self._changed()
-            return turn
-
-    def text_delta(self, turn_id: str, item_id: str, delta: str) -> None:
-        with self.cond:
-            turn = self._live_turn(turn_id)
-            item = next((i for i in turn.items if i["id"] == item_id), None)
-            if item is None:
-                item = {
-                    "id": item_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "status": "in_progress",
-                    "content": [{"type": "output_text", "text": ""}],
-                }
-                turn.items.append(item)
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            item = self.items[item_id]
+            if not item["content"]:
+                item["content"].append({"type": "output_text", "text": ""})
             item["content"][0]["text"] += delta
-            self._append(turn, "output_text.delta", item_id=item_id, delta=delta)
-            self._changed()
+            self._emit(
+                session,
+                "agent.session.turn.output_text.delta",
+                turn_id=turn.obj["id"],
+                item_id=item_id,
+                output_index=self._output_index(session, item_id),
+                content_index=0,
+                delta=delta,
+            )
 
-    def complete_message(self, turn_id: str, item_id: str) -> None:
+    def close_message(self, turn: Turn, item_id: str) -> None:
         with self.cond:
-            turn = self._live_turn(turn_id)
-            item = next(i for i in turn.items if i["id"] == item_id)
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            item = self.items[item_id]
             item["status"] = "completed"
-            text = item["content"][0]["text"]
-            turn.output_text += text
-            self._append(turn, "message.completed", item_id=item_id, text=text)
-            self._changed()
+            text = item["content"][0]["text"] if item["content"] else ""
+            index = self._output_index(session, item_id)
+            self._emit(
+                session,
+                "agent.session.turn.output_text.done",
+                turn_id=turn.obj["id"],
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                text=text,
+            )
+            self._emit(session, "agent.session.turn.item.done", item=item, output_index=index)
 
-    def request_function_calls(self, turn_id: str, calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Emit one function call per (name, arguments), go requires_action, and wait for every output."""
+    def call_functions(self, turn: Turn, calls: list[tuple[str, dict]]) -> list[tuple[str, dict[str, Any]]]:
+        """Emits the function calls, waits until each has a result, and returns (name, result) in order."""
         with self.cond:
-            turn = self._live_turn(turn_id)
-            created = []
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            call_ids = []
             for name, arguments in calls:
-                call = FunctionCall(new_id("call"), new_id("fc"), name, arguments)
-                turn.calls[call.call_id] = call
-                created.append(call)
-                turn.items.append(
+                call_id = new_id("call")
+                call_ids.append((call_id, name))
+                turn.pending_calls[call_id] = (name, arguments)
+                self._add_item(
+                    session,
                     {
-                        "id": call.item_id,
+                        "id": new_id("fc"),
                         "type": "function_call",
-                        "call_id": call.call_id,
+                        "call_id": call_id,
                         "name": name,
                         "arguments": arguments,
-                    }
+                        "status": "completed",
+                        "turn_id": turn.obj["id"],
+                    },
+                    done=True,
                 )
-                self._append(
-                    turn,
-                    "function_call",
-                    item_id=call.item_id,
-                    call_id=call.call_id,
-                    name=name,
-                    arguments=arguments,
-                )
-            turn.status = "requires_action"
-            self._append(turn, "turn.requires_action", required_actions=turn.required_actions())
-            self._changed()
-            self.cond.wait_for(lambda: turn.terminal or all(c.output is not None for c in created))
-            self._live_turn(turn_id)
-            return [(c.name, c.output or "") for c in created]
+            turn.obj["status"] = "waiting"
+            session.obj["status"] = "requires_action"
+            session.obj["required_actions"] = [
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": turn.pending_calls[call_id][1],
+                    "turn_id": turn.obj["id"],
+                }
+                for call_id, name in call_ids
+            ]
+            self._emit(session, "agent.session.requires_action")
+            while True:
+                self._check_running(turn, allow_waiting=True)
+                if turn.obj["status"] == "in_progress":
+                    return [(name, turn.answers[call_id]) for call_id, name in call_ids]
+                self.cond.wait()
 
-    def complete_turn(self, turn_id: str) -> None:
+    def fail(self, turn: Turn, code: str, message: str) -> None:
         with self.cond:
-            turn = self._live_turn(turn_id)
-            self._finish(turn, "turn.completed", output_text=turn.output_text)
-            self._changed()
+            self._check_running(turn)
+            self._finish_turn(self.sessions[turn.obj["session_id"]], turn, "failed", {"code": code, "message": message})
 
-    def fail_turn(self, turn_id: str, code: str, message: str) -> None:
+    def complete(self, turn: Turn) -> None:
         with self.cond:
-            turn = self._live_turn(turn_id)
-            self._finish(turn, "turn.failed", error={"code": code, "message": message})
-            self._changed()
+            self._check_running(turn)
+            self._finish_turn(self.sessions[turn.obj["session_id"]], turn, "completed")
 
-    def pacing(self) -> tuple[float, int]:
+    def cut_live_streams(self, turn: Turn) -> None:
         with self.cond:
-            return self.config.delta_delay_ms / 1000, self.config.delta_chunks
+            for subscriber in self.sessions[turn.obj["session_id"]].subscribers:
+                subscriber.put(None)
+
+    def _check_running(self, turn: Turn, *, allow_waiting: bool = False) -> None:
+        if turn.obj["status"] in TERMINAL_TURN_STATUSES or (turn.obj["status"] == "waiting" and not allow_waiting):
+            raise TurnEnded(turn.obj["id"])
+        if turn.obj["id"] not in self.turns:  # reset
+            raise TurnEnded(turn.obj["id"])
+
+    # --- live events --------------------------------------------------------------------------------------
+
+    def subscribe(self, session_id: str) -> queue.Queue:
+        with self.cond:
+            session = self.session(session_id)
+            subscriber: queue.Queue = queue.Queue()
+            session.subscribers.append(subscriber)
+            return subscriber
+
+    def unsubscribe(self, session_id: str, subscriber: queue.Queue) -> None:
+        with self.cond:
+            session = self.sessions.get(session_id)
+            if session is not None and subscriber in session.subscribers:
+                session.subscribers.remove(subscriber)
+
+    def _emit(self, session: Session, event_type: str, *, turn: Turn | None = None, **fields) -> None:
+        """Fans an event out to the session's live streams; nothing is kept for later (no replay)."""
+        event: dict[str, Any] = {"type": event_type, "event_id": new_id("evt")}
+        if event_type.startswith("agent.session.turn."):
+            event["session_id"] = session.obj["id"]
+            if turn is not None:
+                event["turn"] = json.loads(json.dumps(turn.obj))
+                event["turn_id"] = turn.obj["id"]
+            if "item" in fields:
+                fields["item"] = json.loads(json.dumps(fields["item"]))
+                event["turn_id"] = fields["item"].get("turn_id")
+            event.update(fields)
+        else:
+            event["session"] = json.loads(json.dumps(session.obj))
+        for subscriber in session.subscribers:
+            subscriber.put(event)
+
+
+# --- request validation ----------------------------------------------------------------------------------
+
+
+def _only(mapping: dict[str, Any], allowed: set[str]) -> None:
+    if not isinstance(mapping, dict):
+        raise ApiError(400, "invalid_type", "expected a JSON object")
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise ApiError(400, "unknown_parameter", f"Unknown parameter: {unknown[0]}", param=unknown[0])
+
+
+def _check_metadata(metadata: Any) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or len(metadata) > METADATA_MAX_KEYS:
+        raise ApiError(400, "invalid_metadata", f"metadata is an object of at most {METADATA_MAX_KEYS} pairs")
+    for key, value in metadata.items():
+        if not (1 <= len(key) <= METADATA_KEY_MAX) or not isinstance(value, str) or len(value) > METADATA_VALUE_MAX:
+            raise ApiError(400, "invalid_metadata", "metadata keys are 1–64 characters, values strings ≤ 512")
+
+
+def _check_tools(tools: Any) -> None:
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise ApiError(400, "invalid_type", "tools must be an array", param="tools")
+    names = set()
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise ApiError(400, "unsupported_tool", "the double serves function tools only", param="tools")
+        for required in ("name", "description", "parameters"):
+            if required not in tool:
+                raise ApiError(400, "missing_required_parameter", f"tools[].{required} is required", param="tools")
+        if tool["name"] in names:
+            raise ApiError(400, "duplicate_tool", f"tool {tool['name']} is declared twice", param="tools")
+        names.add(tool["name"])
+
+
+def _input_script(input_value: Any, *, param: str) -> str:
+    """Validates user input and returns the text the echo agent reads: the last input_text part."""
+    if isinstance(input_value, str) and input_value.strip():
+        return input_value
+    if not isinstance(input_value, list) or not input_value:
+        raise ApiError(400, "missing_required_parameter", "input (the first user message) is required", param=param)
+    texts = []
+    for message in input_value:
+        if (
+            not isinstance(message, dict)
+            or message.get("role") != "user"
+            or message.get("type", "message") != "message"
+        ):
+            raise ApiError(400, "invalid_input", "input messages have role user", param=param)
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            raise ApiError(400, "invalid_input", "input content is a non-empty array", param=param)
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "input_text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, "invalid_input", "the double reads input_text parts only", param=param)
+            texts.append(part["text"])
+    return texts[-1]
+
+
+def _check_input_event(event: Any) -> None:
+    if not isinstance(event, dict):
+        raise ApiError(400, "invalid_type", "each event is an object", param="events")
+    kind = event.get("type")
+    if kind == "agent.session.input.message":
+        _only(event, {"type", "input"})
+        _input_script(event.get("input"), param="events.input")
+    elif kind == "agent.session.input.cancel":
+        _only(event, {"type"})
+    elif kind == "agent.session.input.tool_result":
+        _only(event, {"type", "turn_id", "call_id", "success", "output", "error"})
+        if not isinstance(event.get("turn_id"), str) or not isinstance(event.get("call_id"), str):
+            raise ApiError(400, "missing_required_parameter", "tool_result needs turn_id and call_id")
+        if not isinstance(event.get("success"), bool):
+            raise ApiError(400, "missing_required_parameter", "tool_result needs success", param="success")
+        if event["success"] and not isinstance(event.get("output"), str | list):
+            raise ApiError(400, "missing_required_parameter", "a successful tool_result carries output")
+        if not event["success"] and not isinstance(event.get("error"), str):
+            raise ApiError(400, "missing_required_parameter", "a failed tool_result carries error text")
+    else:
+        raise ApiError(400, "unsupported_event", f"the double does not accept {kind!r} events", param="events.type")
+
+
+def _page(objects: list[dict[str, Any]], query: dict[str, list[str]]) -> dict[str, Any]:
+    raw_limit = query.get("limit", [str(PAGE_LIMIT_DEFAULT)])[-1]
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= PAGE_LIMIT_MAX:
+        raise ApiError(400, "invalid_parameter", f"limit must be 1–{PAGE_LIMIT_MAX}", param="limit")
+    order = query.get("order", ["desc"])[-1]
+    if order not in ("asc", "desc"):
+        raise ApiError(400, "invalid_parameter", "order must be asc or desc", param="order")
+    ordered = objects if order == "asc" else list(reversed(objects))
+    after = query.get("after", [None])[-1]
+    if after is not None:
+        ids = [o["id"] for o in ordered]
+        if after not in ids:
+            raise ApiError(400, "invalid_parameter", f"after={after} names no element of this list", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    data = ordered[: int(raw_limit)]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": len(ordered) > len(data),
+    }

@@ -21,6 +21,7 @@ def check_all(chaos: ChaosRun) -> list[str]:
         lambda: check_remote_agents(chaos, double_state),
         lambda: check_remote_sessions(chaos, double_state),
         lambda: check_one_turn_per_run(chaos, double_state),
+        lambda: check_one_input_per_run_and_no_steering(chaos, double_state),
         lambda: check_event_sequences(chaos),
         lambda: check_assistant_text(chaos),
         lambda: check_tool_side_effects(chaos, double_state),
@@ -126,24 +127,52 @@ def check_remote_sessions(chaos: ChaosRun, double_state: dict) -> list[str]:
 
 
 def check_one_turn_per_run(chaos: ChaosRun, double_state: dict) -> list[str]:
-    from runtime.models import Run
+    """Each run is bound to at most one remote turn, its own, and a completed run has one; no turn is
+    bound to two runs."""
+    from rebyte.models import RemoteTurn
 
     violations = []
-    turns_by_run = defaultdict(list)
-    for turn in double_state["turns"]:
-        turns_by_run[turn["metadata"].get("impo_run_id")].append(turn["id"])
-    runs = Run.objects.filter(submission_id__in=_submission_ids(chaos))
-    for run in runs:
-        turn_ids = turns_by_run.get(str(run.id), [])
-        if len(turn_ids) > 1:
-            violations.append(f"run {run.id} has {len(turn_ids)} remote turns: {turn_ids}")
-        if run.remote_turn_id and run.remote_turn_id not in turn_ids:
-            violations.append(f"run {run.id} is bound to turn {run.remote_turn_id}, not one of its turns {turn_ids}")
-        if run.state == "completed" and not run.remote_turn_id:
+    turns = {turn["id"]: turn for session in double_state["sessions"] for turn in session["turns"]}
+    bound = Counter()
+    for remote_turn in RemoteTurn.objects.filter(run__submission_id__in=_submission_ids(chaos)).select_related("run"):
+        run = remote_turn.run
+        if remote_turn.turn_id:
+            bound[remote_turn.turn_id] += 1
+            if remote_turn.turn_id not in turns:
+                violations.append(f"run {run.id} is bound to turn {remote_turn.turn_id}, which does not exist")
+        elif run.state == "completed":
             violations.append(f"run {run.id} completed without a remote turn")
-    known = {str(run.id) for run in runs}
-    for run_id in set(turns_by_run) - known:
-        violations.append(f"remote turns {turns_by_run[run_id]} belong to no chaos run ({run_id})")
+    for turn_id, count in bound.items():
+        if count > 1:
+            violations.append(f"turn {turn_id} is bound to {count} runs")
+    return violations
+
+
+def check_one_input_per_run_and_no_steering(chaos: ChaosRun, double_state: dict) -> list[str]:
+    """The provider received each run's input once (a first input at session creation, or one keyed
+    message event, resends deduplicated), and never a message while a turn was active."""
+    from runtime.models import Run
+
+    violations = [
+        f"input steered turn {steer['turn_id']} of session {steer['session_id']}: {steer['text']!r}"
+        for steer in double_state["steering"]
+    ]
+    messages = Counter(
+        event["idempotency_key"]
+        for event in double_state["input_events"]
+        if event["type"] == "agent.session.input.message"
+    )
+    first_inputs = Counter(session["metadata"].get("impo_intent") for session in double_state["sessions"])
+    for run in Run.objects.filter(submission_id__in=_submission_ids(chaos)):
+        sent = messages.get(f"impo-run-{run.id}", 0)
+        if sent > 1:
+            violations.append(f"run {run.id}: its input message was applied {sent} times")
+    for key, count in messages.items():
+        if not key or not key.startswith("impo-run-"):
+            violations.append(f"an input message without a run's key ({key!r}) was applied {count} times")
+    for intent, count in first_inputs.items():
+        if count > 1:
+            violations.append(f"creation intent {intent} made {count} sessions (each with a first input)")
     return violations
 
 
@@ -164,8 +193,8 @@ def check_event_sequences(chaos: ChaosRun) -> list[str]:
 def expected_reply(command, note_id: str | None) -> str:
     if command.note_text is None:
         return f"Echo: {command.text}"
-    result = {"output": {"noteId": note_id}}
-    return f"Tool save_note returned: {json.dumps(result, sort_keys=True, separators=(',', ':'))}"
+    output = {"noteId": note_id}
+    return f"Tool save_note returned: {json.dumps(output, sort_keys=True, separators=(',', ':'))}"
 
 
 def check_assistant_text(chaos: ChaosRun) -> list[str]:
@@ -215,13 +244,15 @@ def check_tool_side_effects(chaos: ChaosRun, double_state: dict) -> list[str]:
             state = Run.objects.get(submission_id=command.submission_id).state
             if notes > 1 or (state == "completed" and notes != 1):
                 violations.append(f"save_note of {command.submission_id} ({state}) wrote {notes} notes")
-    outputs = defaultdict(set)
-    for output in double_state["function_call_outputs"]:
-        outputs[output["call_id"]].add(output["output"])
-    for call_id, values in outputs.items():
-        if len(values) != 1:
-            violations.append(f"call {call_id} got different outputs upstream: {values}")
-    receipts = Counter(ToolReceipt.objects.values_list("tool_call__call_id", flat=True))
+    results = Counter(
+        event["event"]["call_id"]
+        for event in double_state["input_events"]
+        if event["type"] == "agent.session.input.tool_result"
+    )
+    for call_id, count in results.items():
+        if count != 1:
+            violations.append(f"call {call_id} got {count} results upstream")
+    receipts = Counter(ToolReceipt.objects.values_list("tool_call_id", flat=True))
     for call_id, count in receipts.items():
         if count > 1:
             violations.append(f"call {call_id} has {count} receipts")

@@ -376,16 +376,17 @@ class ChaosRun:
     PROVIDER_FAULTS = [
         ("create_agent", "drop_response", {}),
         ("create_session", "drop_response", {}),
-        ("create_turn", "drop_response", {}),
-        ("create_turn", "http_error", {"status": 503}),
         ("create_session", "http_error", {"status": 502}),
-        ("create_turn", "delay", {"delay_ms": 1500}),
-        ("turn_events", "delay", {"delay_ms": 1200}),
-        ("turn_events", "cut_stream", {"after_events": 1}),
-        ("turn_events", "cut_stream", {"after_events": 3}),
+        ("input_message", "drop_response", {}),
+        ("input_message", "http_error", {"status": 503}),
+        ("input_message", "delay", {"delay_ms": 1500}),
+        ("session_events", "delay", {"delay_ms": 1200}),
+        ("session_events", "cut_stream", {"after_events": 1}),
+        ("session_events", "cut_stream", {"after_events": 3}),
         ("list_turns", "http_error", {"status": 503}),
-        ("submit_function_call_output", "drop_response", {}),
-        ("submit_function_call_output", "http_error", {"status": 503}),
+        ("list_items", "http_error", {"status": 500}),
+        ("input_tool_result", "drop_response", {}),
+        ("input_tool_result", "http_error", {"status": 503}),
     ]
 
     def _provider_fault(self, rng: random.Random) -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from runtime.models import Run
+from runtime.models import Event, EventType, Run
 from tests.processes import start_web, wait_until
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
@@ -90,7 +90,7 @@ def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, a
     stack.start_worker()
     receipt = post_message(api, "several listeners at once")
     wait_until(
-        lambda: Run.objects.filter(submission_id=receipt["submissionId"], provider_cursor__gte=3).exists(),
+        lambda: Event.objects.filter(submission_id=receipt["submissionId"], type=EventType.TEXT_DELTA).exists(),
         timeout=30,
         what="the reply to start streaming",
     )

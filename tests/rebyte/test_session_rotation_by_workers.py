@@ -29,7 +29,13 @@ def test_a_rotated_main_chat_keeps_its_whole_history_readable(stack, api, rebyte
         2,
     )
     assert (new.state, new.first_message_sequence, new.last_message_sequence) == (SessionState.CURRENT, 3, 4)
-    assert rebyte_double.state()["counts"]["sessions"] == 2
+    state = rebyte_double.state()
+    assert state["counts"]["sessions"] == 2
+    # The new session starts with the last completed turn carried over, then the user's own words.
+    first_input = next(item for item in state["sessions"][1]["items"] if item.get("role") == "user")
+    carry, text = (part["text"] for part in first_input["content"])
+    assert "User: first question\nAssistant: Echo: first question" in carry
+    assert text == "second question"
     history = api.get("/api/v1/conversation").json()["messages"]
     assert [message["text"] for message in history] == [
         "first question",

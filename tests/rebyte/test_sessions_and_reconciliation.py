@@ -1,4 +1,4 @@
-"""Remote agents and sessions against the double: intents, lookups after lost answers, rotation."""
+"""Remote agents against the double: intents, lookups after lost answers; session rotation rules."""
 
 from datetime import timedelta
 
@@ -8,77 +8,122 @@ from django.test import Client
 from django.utils import timezone
 
 from rebyte import services
-from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
+from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Conversation, ConversationKind
 from runtime.services import ensure_main_conversation
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-# The client tries an idempotent read this many times before reporting the lookup as failed.
+# The SDK tries an idempotent read this many times (its own retries) before the lookup counts as failed.
 LOOKUP_ATTEMPTS = 3
 
 
 @pytest.fixture
-def client(rebyte_double):
-    with rebyte_double.client() as client:
-        yield client
+def gateway(rebyte_double, settings):
+    settings.IMPO_REBYTE_LISTING_GRACE_SECONDS = 0.5
+    with rebyte_double.gateway() as gateway:
+        yield gateway
 
 
-@pytest.fixture
-def main_chat(user):
-    return ensure_main_conversation(user)
+def test_the_intent_is_committed_before_the_remote_agent_exists_and_names_it(user, gateway, rebyte_double):
+    services.ensure_saved_agent(user, gateway)
+
+    intent = CreationIntent.objects.get()
+    assert (intent.kind, intent.state) == (IntentKind.AGENT, IntentState.CREATED)
+    (agent,) = rebyte_double.state()["agents"]
+    assert agent["metadata"] == {"impo_intent": str(intent.id), "impo_owner": str(user.id)}
+    assert agent["model"] == "rebyte-echo"
+    assert SavedAgent.objects.get(owner=user).remote_id == agent["id"]
 
 
-def spend(session: RemoteSession, *, turns: int = 0, tokens: int = 0, idle: timedelta = timedelta(0)):
-    RemoteSession.objects.filter(id=session.id).update(
-        turn_count=turns, context_estimate=tokens, last_activity_at=timezone.now() - idle
-    )
-
-
-def test_the_intent_is_committed_before_the_remote_agent_exists(main_chat, client, rebyte_double):
-    services.ensure_current_session(main_chat, client, now=timezone.now())
-
-    intents = CreationIntent.objects.order_by("created_at")
-    assert [(intent.kind, intent.state) for intent in intents] == [("agent", "created"), ("session", "created")]
-    [agent] = rebyte_double.state()["agents"]
-    assert agent["metadata"]["impo_intent"] == str(intents[0].id)
-    assert agent["idempotency_key"] == intents[0].idempotency_key
-
-
-def test_a_lost_agent_create_answer_is_settled_by_lookup_with_one_remote_agent(main_chat, client, rebyte_double):
+def test_a_lost_agent_create_answer_is_settled_by_lookup_with_one_remote_agent(user, gateway, rebyte_double):
     rebyte_double.fault("create_agent", "drop_response")
 
-    services.ensure_current_session(main_chat, client, now=timezone.now())
+    services.ensure_saved_agent(user, gateway)
 
     assert rebyte_double.state()["counts"]["agents"] == 1
     assert SavedAgent.objects.get().remote_id == rebyte_double.state()["agents"][0]["id"]
 
 
-def test_an_ambiguous_create_whose_lookup_fails_stays_pending_reconciliation(main_chat, client, rebyte_double):
-    rebyte_double.fault("create_session", "drop_response")
-    rebyte_double.fault("list_sessions", "http_error", status=503, times=LOOKUP_ATTEMPTS)
+def test_an_ambiguous_create_whose_lookup_fails_stays_pending_reconciliation(user, gateway, rebyte_double):
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
 
-    with pytest.raises(services.RemoteCreationPending):
-        services.ensure_current_session(main_chat, client, now=timezone.now())
+    with pytest.raises(services.CreationPending):
+        services.ensure_saved_agent(user, gateway)
 
-    intent = CreationIntent.objects.get(kind="session")
+    intent = CreationIntent.objects.get()
     assert intent.state == IntentState.PENDING_RECONCILIATION
     assert "lookup failed" in intent.last_error
 
 
-def test_the_reconciler_adopts_the_session_that_the_lost_answer_created(main_chat, client, rebyte_double):
-    rebyte_double.fault("create_session", "drop_response")
-    rebyte_double.fault("list_sessions", "http_error", status=503, times=LOOKUP_ATTEMPTS)
-    with pytest.raises(services.RemoteCreationPending):
-        services.ensure_current_session(main_chat, client, now=timezone.now())
+def test_the_reconciler_adopts_the_agent_that_the_lost_answer_created(user, gateway, rebyte_double):
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
+    with pytest.raises(services.CreationPending):
+        services.ensure_saved_agent(user, gateway)
 
-    assert services.reconcile_open_intents(client) == 1
+    assert services.reconcile_open_intents(gateway) == 1
 
-    assert rebyte_double.state()["counts"]["sessions"] == 1
-    session = RemoteSession.objects.get()
-    assert session.remote_id == rebyte_double.state()["sessions"][0]["id"]
-    assert CreationIntent.objects.get(kind="session").state == IntentState.CREATED
+    assert rebyte_double.state()["counts"]["agents"] == 1
+    assert SavedAgent.objects.get().remote_id == rebyte_double.state()["agents"][0]["id"]
+
+
+def test_two_remote_agents_carrying_the_intent_are_never_guessed_between(user, gateway, rebyte_double):
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
+    with pytest.raises(services.CreationPending):
+        services.ensure_saved_agent(user, gateway)
+    intent = CreationIntent.objects.get()
+    gateway.create_agent(model="rebyte-echo", name="twin", instructions="", metadata=intent.metadata)
+
+    services.reconcile_open_intents(gateway)
+
+    intent.refresh_from_db()
+    assert intent.state == IntentState.PENDING_RECONCILIATION
+    assert "2 remote agents carry this intent" in intent.last_error
+    assert not SavedAgent.objects.exists()
+
+
+def test_nothing_found_twice_after_the_grace_period_allows_one_new_create(user, gateway, rebyte_double):
+    # A worker counted its create attempt and died before the request left: the outcome is unknown to us.
+    CreationIntent.objects.create(
+        owner=user, kind=IntentKind.AGENT, state=IntentState.PENDING_RECONCILIATION, attempts=1
+    )
+
+    assert services.reconcile_open_intents(gateway) == 1
+
+    assert rebyte_double.state()["counts"]["agents"] == 1
+    assert rebyte_double.state()["requests"]["list_agents"] == 2  # a listing, the grace period, a second listing
+
+
+# --- rotation -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def session(user, gateway):
+    agent = services.ensure_saved_agent(user, gateway)
+    conversation = ensure_main_conversation(user)
+    intent = CreationIntent.objects.create(
+        owner=user, kind=IntentKind.SESSION, conversation=conversation, state=IntentState.CREATED, remote_id="sess_x"
+    )
+    return RemoteSession.objects.create(
+        conversation=conversation,
+        saved_agent=agent,
+        remote_id="sess_x",
+        intent=intent,
+        tools_fingerprint="tools-a",
+        context_estimate=100,
+        last_activity_at=timezone.now(),
+    )
+
+
+def spend(session: RemoteSession, *, turns: int = 0, tokens: int | None = 100, idle: timedelta = timedelta(0)):
+    RemoteSession.objects.filter(id=session.id).update(
+        turn_count=turns, context_estimate=tokens, last_activity_at=timezone.now() - idle
+    )
+    session.refresh_from_db()
 
 
 @pytest.mark.parametrize(
@@ -86,59 +131,50 @@ def test_the_reconciler_adopts_the_session_that_the_lost_answer_created(main_cha
     [
         ({"turns": 8}, "turns"),
         ({"idle": timedelta(hours=6)}, "idle"),
-        ({"tokens": 32_000}, "context"),
+        ({"tokens": 12_000}, "context"),
+        ({"tokens": None}, "context"),
     ],
 )
-def test_main_chat_rotates_its_session_at_each_limit(main_chat, client, rebyte_double, spent, reason):
-    first = services.ensure_current_session(main_chat, client, now=timezone.now())
-    spend(first, **spent)
+def test_main_chat_rotates_its_session_at_each_limit(session, spent, reason):
+    spend(session, **spent)
 
-    second = services.ensure_current_session(main_chat, client, now=timezone.now())
+    assert services.usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) is None
 
-    assert second.id != first.id
-    first.refresh_from_db()
-    assert (first.state, first.rotation_reason) == (SessionState.HISTORICAL, reason)
-    assert second.state == SessionState.CURRENT
-    assert rebyte_double.state()["counts"]["sessions"] == 2
-    assert rebyte_double.state()["counts"]["agents"] == 1
+    session.refresh_from_db()
+    assert (session.state, session.rotation_reason) == (SessionState.HISTORICAL, reason)
 
 
-def test_a_session_under_every_limit_is_kept(main_chat, client):
-    first = services.ensure_current_session(main_chat, client, now=timezone.now())
-    spend(first, turns=7, tokens=31_999, idle=timedelta(hours=5, minutes=59))
+def test_a_session_under_every_limit_is_kept(session):
+    spend(session, turns=7, tokens=11_999, idle=timedelta(hours=5, minutes=59))
 
-    assert services.ensure_current_session(main_chat, client, now=timezone.now()).id == first.id
-
-
-def test_a_task_gets_its_own_session_and_shares_the_owners_agent(main_chat, client, user, rebyte_double):
-    task_conversation = Conversation.objects.create(owner=user, kind=ConversationKind.TASK, title="t")
-
-    main_session = services.ensure_current_session(main_chat, client, now=timezone.now())
-    task_session = services.ensure_current_session(task_conversation, client, now=timezone.now())
-
-    assert main_session.remote_id != task_session.remote_id
-    assert main_session.saved_agent_id == task_session.saved_agent_id
+    assert services.usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) == session
 
 
-@pytest.fixture
-def staff_client():
+def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, user):
+    task = Conversation.objects.create(owner=user, kind=ConversationKind.TASK, title="t")
+    RemoteSession.objects.filter(id=session.id).update(conversation=task, turn_count=50)
+
+    assert services.usable_session(task, fingerprint="tools-a", now=timezone.now()) == session
+    assert services.usable_session(task, fingerprint="tools-b", now=timezone.now()) is None
+    session.refresh_from_db()
+    assert session.rotation_reason == "tools"
+
+
+# --- staff ---------------------------------------------------------------------------------------------
+
+
+def test_staff_can_fail_a_pending_intent_and_the_decision_is_logged(user, gateway, rebyte_double):
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
+    with pytest.raises(services.CreationPending):
+        services.ensure_saved_agent(user, gateway)
+    intent = CreationIntent.objects.get()
     staff = UserFactory(is_staff=True, is_superuser=True)
     browser = Client()
     browser.force_login(staff)
-    return browser, staff
-
-
-def test_staff_can_fail_a_pending_intent_and_the_decision_is_logged(main_chat, client, rebyte_double, staff_client):
-    rebyte_double.fault("create_session", "drop_response")
-    rebyte_double.fault("list_sessions", "http_error", status=503, times=LOOKUP_ATTEMPTS)
-    with pytest.raises(services.RemoteCreationPending):
-        services.ensure_current_session(main_chat, client, now=timezone.now())
-    intent = CreationIntent.objects.get(kind="session")
-    browser, staff = staff_client
 
     response = browser.post(
-        "/admin/rebyte/creationintent/",
-        {"action": "mark_failed", "_selected_action": [str(intent.id)]},
+        "/admin/rebyte/creationintent/", {"action": "mark_failed", "_selected_action": [str(intent.id)]}
     )
 
     assert response.status_code == 302

@@ -1,5 +1,6 @@
 import pytest
 
+from rebyte.models import RemoteTurn
 from runtime.models import Run, RunState
 from tests.processes import wait_until
 
@@ -60,11 +61,17 @@ def test_a_cancel_with_a_body_is_an_invalid_request(api):
 
 
 def test_cancelling_while_streaming_stops_the_remote_turn(stack, api, rebyte_double):
-    rebyte_double.configure(delta_delay_ms=500, delta_chunks=10)
     stack.start_worker()
+    first = post_message(api, "warm up", "m-0")
+    wait_until(
+        lambda: Run.objects.filter(submission_id=first["submissionId"], state="completed").exists(),
+        timeout=30,
+        what="the first reply",
+    )
+    rebyte_double.configure(delta_delay_ms=500, delta_chunks=10)
     receipt = post_message(api, "a long answer please")
     wait_until(
-        lambda: Run.objects.filter(submission_id=receipt["submissionId"]).exclude(remote_turn_id="").exists(),
+        lambda: RemoteTurn.objects.filter(run__submission_id=receipt["submissionId"]).exclude(turn_id="").exists(),
         timeout=30,
         what="the remote turn",
     )
@@ -82,8 +89,11 @@ def test_cancelling_while_streaming_stops_the_remote_turn(stack, api, rebyte_dou
     )
     assert run.state == RunState.CANCELLED
     assert run.submission.assistant_message.status == "cancelled"
-    [turn] = rebyte_double.state()["turns"]
-    assert turn["status"] == "cancelled"
+    state = rebyte_double.state()
+    (session,) = state["sessions"]
+    assert [turn["status"] for turn in session["turns"]] == ["completed", "cancelled"]
+    cancels = [event for event in state["input_events"] if event["type"] == "agent.session.input.cancel"]
+    assert [event["idempotency_key"] for event in cancels] == [f"impo-cancel-{run.id}"]
 
 
 def test_cancelling_after_completion_leaves_the_run_completed(stack, api):

@@ -43,13 +43,13 @@ def test_a_stale_workers_late_write_is_rejected_after_a_takeover(queued_run):
     expire_lease(queued_run)
     successor = services.claim_run(queued_run.id, "worker-b")
 
-    with pytest.raises(services.LeaseLost):
-        services.apply_text_delta(stale, cursor=5, part_id="text-1", delta="stale words")
-    services.apply_text_delta(successor, cursor=2, part_id="text-1", delta="fresh words")
+    with pytest.raises(services.LeaseLost), services.fenced(stale) as run:
+        services.project_text_delta(run, part_id="text-1", delta="stale words")
+    with services.fenced(successor) as run:
+        services.project_text_delta(run, part_id="text-1", delta="fresh words")
 
     run = Run.objects.select_related("submission__assistant_message").get(id=queued_run.id)
     assert run.submission.assistant_message.text == "fresh words"
-    assert run.provider_cursor == 2
     deltas = Event.objects.filter(type=EventType.TEXT_DELTA).values_list("payload__delta", flat=True)
     assert list(deltas) == ["fresh words"]
 
@@ -60,7 +60,7 @@ def test_a_stale_worker_cannot_finish_a_run_it_no_longer_holds(queued_run):
     services.claim_run(queued_run.id, "worker-b")
 
     with pytest.raises(services.LeaseLost):
-        services.finish_run(stale, RunState.COMPLETED, cursor=9)
+        services.finish_run(stale, RunState.COMPLETED)
     assert Run.objects.get(id=queued_run.id).state == RunState.RUNNING
 
 
@@ -76,6 +76,48 @@ def test_a_run_fails_visibly_once_its_attempts_are_used_up(queued_run, settings)
     assert run.error_code == "max_attempts_exceeded"
     assert run.submission.assistant_message.status == "failed"
     assert Event.objects.filter(type=EventType.RUN_FAILED).count() == 1
+
+
+def test_a_run_waits_while_an_earlier_run_of_its_conversation_is_unfinished(api, queued_run):
+    later = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-2", "text": "next"}, format="json")
+    later_run = Run.objects.get(submission_id=later.json()["submissionId"])
+
+    assert services.claim_run(later_run.id, "worker-b") is None
+    lease = services.claim_run(queued_run.id, "worker-a")
+    assert services.claim_run(later_run.id, "worker-b") is None
+    services.finish_run(lease, RunState.COMPLETED)
+
+    assert services.claim_run(later_run.id, "worker-b") is not None
+
+
+def test_a_provider_outage_backs_off_without_spending_attempts(queued_run, settings):
+    lease = services.claim_run(queued_run.id, "worker-a")
+
+    delays = []
+    for attempt in range(settings.IMPO_RUN_MAX_ATTEMPTS + 3):
+        delays.append(services.release_for_provider(lease, cause="provider unavailable: 503"))
+        assert services.claim_run(queued_run.id, "worker-b") is None  # not before its backoff
+        Run.objects.filter(id=queued_run.id).update(not_before=timezone.now())
+        lease = services.claim_run(queued_run.id, f"worker-{attempt}")
+        assert lease is not None
+
+    assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert max(delays) == settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS or max(delays) == 0.5 * 2 ** (len(delays) - 1)
+    run = Run.objects.get(id=queued_run.id)
+    assert (run.state, run.attempts) == (RunState.RUNNING, 1)
+    assert run.error_message == "provider unavailable: 503"
+
+
+def test_a_run_that_keeps_crashing_fails_with_its_last_cause(queued_run, settings):
+    for attempt in range(settings.IMPO_RUN_MAX_ATTEMPTS):
+        lease = services.claim_run(queued_run.id, f"worker-{attempt}")
+        services.release_after_error(lease, cause="KeyError: 'item'")
+
+    assert services.claim_run(queued_run.id, "worker-last") is None
+
+    run = Run.objects.get(id=queued_run.id)
+    assert (run.state, run.error_code) == (RunState.FAILED, "max_attempts_exceeded")
+    assert "KeyError: 'item'" in run.error_message
 
 
 def test_the_sweeper_re_wakes_expired_leases_and_stale_queued_runs(queued_run, settings):

@@ -36,7 +36,8 @@ def invocation(api, device_id) -> DeviceInvocation:
     ).json()
     run = Run.objects.get(submission_id=receipt["submissionId"])
     lease = runtime_services.claim_run(run.id, "worker-a")
-    services.record_call(lease, call_id="call_1", name="play_sound", raw_arguments='{"sound": "chime"}')
+    with runtime_services.fenced(lease) as locked:
+        services.record_call(locked, call_id="call_1", name="play_sound", arguments={"sound": "chime"})
     return DeviceInvocation.objects.select_related("tool_call").get(tool_call__call_id="call_1")
 
 

@@ -52,7 +52,10 @@ def reply(run: Run) -> str:
 
 
 def tool_reply(name: str, result: dict) -> str:
-    return f"Tool {name} returned: {json.dumps(result, sort_keys=True, separators=(',', ':'))}"
+    """What the echo agent says back: the output as canonical JSON, or the error as `code: message`."""
+    if "error" in result:
+        return f"Tool {name} failed: {result['error']['code']}: {result['error']['message']}"
+    return f"Tool {name} returned: {json.dumps(result['output'], sort_keys=True, separators=(',', ':'))}"
 
 
 def event_types(submission_id) -> list[str]:
@@ -80,7 +83,7 @@ def register_device(api) -> str:
 
 def kill_worker_between_receipt_and_ack(stack, api, rebyte_double, text: str) -> str:
     """SIGKILLs the worker after the call's receipt committed and before the provider acknowledged it."""
-    rebyte_double.fault("submit_function_call_output", "delay", delay_ms=8000)
+    rebyte_double.fault("input_tool_result", "delay", delay_ms=8000)
     doomed = stack.start_worker("doomed")
     stack.start_sweeper()
     submission_id = post_message(api, text)
@@ -183,9 +186,13 @@ def test_a_task_runs_with_the_narrower_task_catalog(stack, api, rebyte_double):
 
     assert (main_run.state, task_run.state) == (RunState.COMPLETED, RunState.COMPLETED)
     assert reply(task_run) == "Echo: research llamas"
-    tools_by_turn = {turn["id"]: [tool["name"] for tool in turn["tools"]] for turn in rebyte_double.state()["turns"]}
-    assert tools_by_turn[main_run.remote_turn_id] == ["create_task", "current_time", "list_notes", "save_note"]
-    assert tools_by_turn[task_run.remote_turn_id] == ["current_time", "list_notes", "save_note"]
+    tools_by_session = {
+        session["id"]: sorted(tool["name"] for tool in session["agent"]["tools"])
+        for session in rebyte_double.state()["sessions"]
+    }
+    main_session, task_session = (run.remote_turn.session.remote_id for run in (main_run, task_run))
+    assert tools_by_session[main_session] == ["create_task", "current_time", "list_notes", "save_note"]
+    assert tools_by_session[task_session] == ["current_time", "list_notes", "save_note"]
 
 
 def test_arguments_violating_the_schema_are_reported_to_the_agent_without_acting(stack, api):
@@ -230,21 +237,23 @@ def test_a_device_tool_completes_once_its_device_claims_and_reports(device_stack
     assert types.index("tool.requested") < types.index("tool.accepted") < types.index("tool.completed")
 
 
-def test_a_device_that_never_answers_leaves_the_call_uncertain_and_the_run_pending_reconciliation(device_stack, api):
+def test_a_device_that_never_answers_leaves_the_call_uncertain_and_the_conversation_goes_on(device_stack, api):
     device_stack.start_worker()
     device_id = register_device(api)
 
     submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    next_submission_id = post_message(api, "are you still there?", client_message_id="m-2")
 
     run = settled_run(submission_id)
-    assert run.state == RunState.PENDING_RECONCILIATION
-    call = ToolCall.objects.select_related("invocation").get()
+    assert run.state == RunState.COMPLETED
+    call = ToolCall.objects.select_related("invocation", "receipt").get()
     assert (call.state, call.error_code, call.attempts) == (ToolCallState.UNCERTAIN, "device_timeout", 1)
     assert call.invocation.status == InvocationStatus.EXPIRED
-    assert not ToolReceipt.objects.exists()
+    assert reply(run) == tool_reply("play_sound", call.receipt.result)
     uncertain = Event.objects.get(submission_id=submission_id, type=EventType.TOOL_UNCERTAIN)
     assert uncertain.payload["code"] == "device_timeout"
-    assert api.get(f"/api/v1/submissions/{submission_id}").json()["status"] == "pending_reconciliation"
+    following = settled_run(next_submission_id)
+    assert (following.state, reply(following)) == (RunState.COMPLETED, "Echo: are you still there?")
 
 
 def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_stack, api):
@@ -259,14 +268,14 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
 
     run = settled_run(submission_id)
 
-    assert run.state == RunState.PENDING_RECONCILIATION
+    assert run.state == RunState.COMPLETED
     assert run.attempts == 2
     assert DeviceInvocation.objects.count() == 1
     call = ToolCall.objects.get()
     assert (call.state, call.attempts) == (ToolCallState.UNCERTAIN, 1)
 
 
-def test_staff_resolving_an_uncertain_call_in_admin_resumes_the_run_with_the_finding(device_stack, api):
+def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api):
     device_stack.start_worker()
     submission_id = post_message(api, PLAY_CHIME, device_id=register_device(api))
     settled_run(submission_id)
@@ -280,14 +289,31 @@ def test_staff_resolving_an_uncertain_call_in_admin_resumes_the_run_with_the_fin
     )
 
     assert response.status_code == 302
-    run = wait_until(lambda: run_of(submission_id).is_terminal and run_of(submission_id), timeout=60, what="resume")
-    assert run.state == RunState.COMPLETED
-    assert reply(run) == tool_reply(
-        "play_sound", {"error": {"code": "reconciled_failed", "message": "resolved by operator in admin"}}
-    )
+    call.refresh_from_db()
+    assert (call.state, call.resolution_note) == (ToolCallState.FAILED, "resolved by operator in admin")
+    finding = Event.objects.filter(submission_id=submission_id, type=EventType.TOOL_COMPLETED).last()
+    assert finding.payload["resolvedByStaff"] is True
+    assert "operator" not in json.dumps(finding.payload)
     assert LogEntry.objects.filter(
         user=staff, object_id=str(call.id), change_message="resolved: the action did not happen"
     ).exists()
+
+
+def test_a_lost_202_of_a_tool_result_is_resent_with_its_key_and_the_tool_acts_once(stack, api, rebyte_double):
+    rebyte_double.fault("input_tool_result", "drop_response")
+    stack.start_worker()
+    stack.start_sweeper()
+
+    run = settled_run(post_message(api, '/tool save_note {"text": "call mum"}'))
+
+    assert run.state == RunState.COMPLETED
+    note = Note.objects.get()
+    assert reply(run) == tool_reply("save_note", {"output": {"noteId": str(note.id)}})
+    state = rebyte_double.state()
+    results = [event for event in state["input_events"] if event["type"] == "agent.session.input.tool_result"]
+    assert len(results) == 1
+    assert state["requests"]["input_tool_result"] == 2
+    assert results[0]["idempotency_key"] == f"impo-tool-result-{ToolCall.objects.get().id}"
 
 
 def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
@@ -296,7 +322,7 @@ def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
     settled_run(submission_id)
 
     with pytest.raises(Conflict) as refused:
-        services.resolve_uncertain_call(ToolCall.objects.get().call_id, succeeded=True, note="n/a")
+        services.resolve_uncertain_call(ToolCall.objects.get().id, succeeded=True, note="n/a")
 
     assert refused.value.code == "not_uncertain"
 

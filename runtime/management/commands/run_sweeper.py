@@ -3,10 +3,10 @@ import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections, connection
 
-from rebyte.provider import provider_client
-from rebyte.services import reconcile_open_intents
-from runtime import services
+from rebyte.provider import provider_gateway
+from runtime import execution, services
 
 logger = logging.getLogger(__name__)
 
@@ -20,18 +20,27 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval: float, once: bool, **options):
         while True:
-            report = services.sweep_runs()
-            with provider_client() as client:
-                settled = reconcile_open_intents(client)
-            resumed = services.resume_reconciled_runs()
-            if report.rewoken or report.expired_leases or settled or resumed:
-                logger.info(
-                    "sweep: re-woke %d queued and %d expired; settled %d intents; resumed %d runs",
-                    report.rewoken,
-                    report.expired_leases,
-                    settled,
-                    resumed,
-                )
+            try:
+                self._sweep()
+            except Exception:
+                # The sweeper is what recovers lost work: a database or broker outage is logged and waited
+                # out, never allowed to end the loop. A broken connection is replaced on the next pass.
+                logger.exception("sweep failed; trying again in %.1f s", interval)
+                connection.close()
             if once:
                 return
             time.sleep(interval)
+            close_old_connections()
+
+    def _sweep(self) -> None:
+        report = services.sweep_runs()
+        with provider_gateway() as gateway:
+            settled, resumed = execution.settle_reconciliations(gateway)
+        if report.rewoken or report.expired_leases or settled or resumed:
+            logger.info(
+                "sweep: re-woke %d queued and %d expired; settled %d intents; resumed %d runs",
+                report.rewoken,
+                report.expired_leases,
+                settled,
+                resumed,
+            )

@@ -302,7 +302,9 @@ class _RunDriver:
             if read_truth:
                 turn = self._find_turn(session)
                 if turn is None:
-                    if time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS:
+                    if self._input_was_a_message(session) and (
+                        time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS
+                    ):
                         # Its 202 may have been lost before the provider saw it: the same key makes this safe.
                         self.gateway.send_message(
                             session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key
@@ -313,6 +315,10 @@ class _RunDriver:
             events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
             self._apply_live(events)
             read_truth = not events or any(event.type in _TRUTH_EVENTS for event in events)
+
+    def _input_was_a_message(self, session: RemoteSession) -> bool:
+        """False when the input went with the session's create: resending it as a message would repeat it."""
+        return session.intent.run_id != self.run.id
 
     def _find_turn(self, session: RemoteSession):
         turns = self.gateway.list_turns(session.remote_id)
@@ -412,6 +418,8 @@ class _RunDriver:
             receipt = dispatch.settle(call, fence=self.fence, check=self.heartbeat.check)
             if receipt is None:
                 receipt = self._await_device(call)
+            if receipt.submitted_at is not None:
+                continue  # acknowledged already; the provider has not caught up with it yet
             if selectors.cancel_requested(self.run.id):
                 continue  # the agent gets no more input; the relayed cancel ends the turn
             result = receipt.result

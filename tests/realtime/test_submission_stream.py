@@ -86,9 +86,11 @@ def test_a_finished_submission_streams_a_complete_reconstruction(stack, web, api
 
 
 def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, api, user, rebyte_double):
-    rebyte_double.configure(delta_delay_ms=300, delta_chunks=8)
+    # One character every half second: the reply streams for ~15 s, far longer than the subscribers
+    # need to open and register, so they surely join mid-stream even on a loaded machine.
+    rebyte_double.configure(delta_delay_ms=50)
     stack.start_worker()
-    receipt = post_message(api, "several listeners at once")
+    receipt = post_message(api, "/slow several listeners at once")
     wait_until(
         lambda: Event.objects.filter(submission_id=receipt["submissionId"], type=EventType.TEXT_DELTA).exists(),
         timeout=30,
@@ -105,6 +107,7 @@ def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, a
         timeout=10,
         what="both subscribers to register",
     )
+    assert Run.objects.get(submission_id=receipt["submissionId"]).state == "running"  # they joined mid-stream
     for reader in readers:
         reader.join(timeout=60)
 

@@ -26,6 +26,14 @@ def gateway(rebyte_double, settings):
         yield gateway
 
 
+def leave_the_agent_intent_pending(user, gateway, rebyte_double) -> None:
+    """A create whose answer was lost, and whose lookup failed too: nobody knows if the agent exists."""
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
+    with pytest.raises(services.CreationPending):
+        services.ensure_saved_agent(user, gateway)
+
+
 def test_the_intent_is_committed_before_the_remote_agent_exists_and_names_it(user, gateway, rebyte_double):
     services.ensure_saved_agent(user, gateway)
 
@@ -59,10 +67,7 @@ def test_an_ambiguous_create_whose_lookup_fails_stays_pending_reconciliation(use
 
 
 def test_the_reconciler_adopts_the_agent_that_the_lost_answer_created(user, gateway, rebyte_double):
-    rebyte_double.fault("create_agent", "drop_response")
-    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
-    with pytest.raises(services.CreationPending):
-        services.ensure_saved_agent(user, gateway)
+    leave_the_agent_intent_pending(user, gateway, rebyte_double)
 
     assert services.reconcile_open_intents(gateway) == 1
 
@@ -71,10 +76,7 @@ def test_the_reconciler_adopts_the_agent_that_the_lost_answer_created(user, gate
 
 
 def test_two_remote_agents_carrying_the_intent_are_never_guessed_between(user, gateway, rebyte_double):
-    rebyte_double.fault("create_agent", "drop_response")
-    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
-    with pytest.raises(services.CreationPending):
-        services.ensure_saved_agent(user, gateway)
+    leave_the_agent_intent_pending(user, gateway, rebyte_double)
     intent = CreationIntent.objects.get()
     gateway.create_agent(model="rebyte-echo", name="twin", instructions="", metadata=intent.metadata)
 
@@ -164,10 +166,7 @@ def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, u
 
 
 def test_staff_can_fail_a_pending_intent_and_the_decision_is_logged(user, gateway, rebyte_double):
-    rebyte_double.fault("create_agent", "drop_response")
-    rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
-    with pytest.raises(services.CreationPending):
-        services.ensure_saved_agent(user, gateway)
+    leave_the_agent_intent_pending(user, gateway, rebyte_double)
     intent = CreationIntent.objects.get()
     staff = UserFactory(is_staff=True, is_superuser=True)
     browser = Client()

@@ -195,6 +195,8 @@ def realise(intent: CreationIntent, gateway: RebyteGateway):
     """The intent's resource: found (after an earlier attempt) or created, then adopted. Raises
     CreationPending when that cannot be decided now, CreationRefused when the provider said no, and
     Unavailable when nothing was sent (the caller backs off and tries again later)."""
+    if intent.state == IntentState.CREATED:
+        return _resource_of(intent)
     if intent.attempts:
         # An earlier create was sent (its worker may have died before the answer): look first.
         found = _lookup(intent, gateway)

@@ -330,9 +330,8 @@ class _RunDriver:
             return None
         if len(new) > 1:
             logger.error("run %s: %d new turns in %s; taking the first", self.run.id, len(new), session.remote_id)
-        with self.fence() as run:
+        with self.fence():
             rebyte_services.bind_turn(self.remote_turn, new[0].id)
-            services.note_provider_recovered(run)
         return new[0]
 
     def _apply_truth(self, session: RemoteSession, turn) -> bool:
@@ -341,6 +340,11 @@ class _RunDriver:
         The turn is read before the items, so the items of a turn seen terminal are complete.
         """
         items = self.gateway.list_items(session.remote_id)
+        if self.run.provider_failures:
+            # The provider answers again: the next outage backs off from the start.
+            with self.fence() as run:
+                services.note_provider_recovered(run)
+            self.run.provider_failures = 0
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
         self._project({m.id: (m.output_text, m.status != "in_progress") for m in messages})

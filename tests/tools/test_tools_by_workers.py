@@ -342,3 +342,25 @@ def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_sta
     assert call.invocation.status == InvocationStatus.CANCELLED
     claim = api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
     assert claim.json()["error"]["code"] == "invocation_expired"
+
+
+def test_a_run_released_while_its_turn_waits_for_a_tool_result_settles_and_so_does_the_next_message(
+    stack, api, rebyte_double
+):
+    # The provider refuses the tool result long enough (the SDK's own retries included) that the run is
+    # given back while its turn waits; the conversation's next message must neither steer nor block on it.
+    rebyte_double.fault("input_tool_result", "http_error", status=503, times=3)
+    stack.start_worker("one")
+    stack.start_worker("two")
+    stack.start_sweeper()
+
+    first = post_message(api, '/tool current_time {"timeZone": "UTC"}')
+    second = post_message(api, "after the tool", client_message_id="m-2")
+
+    run = settled_run(first)
+    assert run.state == RunState.COMPLETED
+    assert run.provider_failures == 0 and run.attempts == 1
+    assert reply(run) == tool_reply("current_time", ToolReceipt.objects.get().result)
+    following = settled_run(second)
+    assert (following.state, reply(following)) == (RunState.COMPLETED, "Echo: after the tool")
+    assert rebyte_double.state()["steering"] == []

@@ -109,7 +109,7 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
     reply = last_assistant(browser_page)
     reply.locator(".status-completed").wait_for()
     played = {"output": {"durationMs": 400, "played": "chime"}}
-    expected_reply = f"Tool play_sound returned: {json.dumps(played, separators=(',', ':'))}"
+    expected_reply = f"Tool play_sound returned: {json.dumps(played['output'], separators=(',', ':'))}"
     assert reply.locator(".text").inner_text() == expected_reply
     assert reply.locator(".tool").inner_text() == "play_sound: completed"
     receipts = browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))")

@@ -2,9 +2,10 @@
 
 import asyncio
 
+import psycopg
 import redis
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.http import JsonResponse
 from temporalio.client import Client as TemporalClient
 
@@ -18,10 +19,20 @@ def health(request):
 
 
 def _database_ready() -> str | None:
+    # A connection of its own, with a short timeout: the web process's pool would make a readiness probe
+    # wait out its checkout timeout while PostgreSQL is down, and answer nothing in time.
+    database = connection.settings_dict
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError as exc:
+        with psycopg.connect(
+            dbname=database["NAME"],
+            user=database["USER"],
+            password=database["PASSWORD"] or None,
+            host=database["HOST"] or None,
+            port=database["PORT"] or None,
+            connect_timeout=max(1, int(READINESS_TIMEOUT_SECONDS)),
+        ) as probe:
+            probe.execute("SELECT 1")
+    except psycopg.Error as exc:
         return str(exc)
     return None
 

@@ -76,6 +76,9 @@ if env.bool("DATABASE_POOL", default=False):
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
         "timeout": 10,
     }
+    # Django then checks each pooled connection as it is lent: after a PostgreSQL restart the pool replaces
+    # the dead ones instead of handing them to requests.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     # Workers and commands keep one connection each; health checks drop ones the server closed.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)

@@ -1,20 +1,26 @@
 """The conversation websocket: replay from the event log, then live events, with no gap or duplicate.
 
 The live push is only a hint (channels-redis drops messages when a channel is full), so the
-consumer trusts the database: any gap in `seq`, and a periodic check, re-read the log.
+consumer trusts the database: any gap in `seq`, and a periodic check, re-read the log. While Redis is
+unreachable the socket is still served, from the log alone, and the periodic loop outlives any error.
 """
 
 import asyncio
 import contextlib
+import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
 from runtime import selectors, subscribers
 from runtime.outbound import conversation_group
 
+logger = logging.getLogger(__name__)
+
 CATCH_UP_INTERVAL_SECONDS = 5.0
+POLL_WITHOUT_PUSH_SECONDS = 1.0
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
@@ -35,7 +41,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.send_lock = asyncio.Lock()
         # Join the group before reading the log: an event committed during the replay then
         # arrives live and is skipped or sent by its seq, so nothing falls between the two.
-        await self.channel_layer.group_add(conversation_group(conversation_id), self.channel_name)
+        self.joined = await self._join()
         await self.accept()
         await self._catch_up()
         self.periodic_catch_up = asyncio.create_task(self._catch_up_periodically())
@@ -46,7 +52,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.periodic_catch_up.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.periodic_catch_up
-        await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
+        if self.joined:
+            with contextlib.suppress(RedisError, OSError):
+                await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
         for submission_id in self.watched_submissions:
             await asyncio.to_thread(subscribers.remove, submission_id, self.subscriber_id)
 
@@ -75,9 +83,24 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
     async def _catch_up_periodically(self):
         while True:
-            await asyncio.sleep(CATCH_UP_INTERVAL_SECONDS)
-            await self._catch_up()
-            await self._refresh_subscriptions()
+            # Without the live push (Redis down) the log is the only source: read it more often.
+            await asyncio.sleep(CATCH_UP_INTERVAL_SECONDS if self.joined else POLL_WITHOUT_PUSH_SECONDS)
+            try:
+                if not self.joined:
+                    self.joined = await self._join()
+                await self._catch_up()
+                await self._refresh_subscriptions()
+            except Exception:
+                # A database restart or a Redis outage must not leave the socket silent for good.
+                logger.exception("catch-up of conversation %s failed; retrying", self.conversation_id)
+
+    async def _join(self) -> bool:
+        try:
+            await self.channel_layer.group_add(conversation_group(self.conversation_id), self.channel_name)
+        except (RedisError, OSError) as exc:
+            logger.warning("live push unavailable for %s, serving from the log: %s", self.conversation_id, exc)
+            return False
+        return True
 
     async def _refresh_subscriptions(self):
         active = await database_sync_to_async(selectors.active_submission_ids)(self.conversation_id)

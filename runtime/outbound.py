@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from django.db import transaction
 
 from impo.celery import app
+from runtime.models import Run
 
 PUBLISH_TIMEOUT_SECONDS = 5.0
 
@@ -32,7 +33,17 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
     Sent by task name: this module sits below the task (which drives runs) and must not import it.
     """
     countdown = max(0.0, delay_seconds)
-    send_after_commit(lambda: app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], countdown=countdown or None))
+
+    def send() -> None:
+        try:
+            app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], countdown=countdown or None)
+        except Exception:
+            # The broker is unreachable: mark the wake-up as never sent, so the sweeper's next pass sends it
+            # again instead of waiting out its re-wake interval.
+            Run.objects.filter(id=run_id).update(last_woken_at=None)
+            raise
+
+    send_after_commit(send)
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:

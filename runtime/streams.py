@@ -2,23 +2,28 @@
 
 Each open rebuilds the whole current message from the event log, then follows new events. The
 channel-layer push only says "look now": what is sent always comes from the database, so a dropped
-push costs at most one poll interval. Closing the stream never cancels the run.
+push (or a Redis outage) costs at most one poll interval. Every read returns its pooled database
+connection at once, so a waiting stream holds none. Closing the stream never cancels the run.
 """
 
 import asyncio
 import contextlib
 import json
+import logging
 import time
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.http import JsonResponse, StreamingHttpResponse
+from redis.exceptions import RedisError
 from rest_framework.authtoken.models import Token
 
 from impo.errors import NotFound, error_body
 from runtime import selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
@@ -29,7 +34,7 @@ async def submission_stream(request, submission_id):
     if user is None:
         return JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
     try:
-        submission = await sync_to_async(selectors.submission_for_owner)(user, submission_id)
+        submission = await database_sync_to_async(selectors.submission_for_owner)(user, submission_id)
     except NotFound as exc:
         return JsonResponse(error_body(request, exc.code, exc.message), status=404)
     response = StreamingHttpResponse(_sse(submission), content_type="text/event-stream")
@@ -61,24 +66,27 @@ async def _sse(submission):
     group = conversation_group(submission.conversation_id)
     subscriber_id = subscribers.new_subscriber_id()
     # Subscribe before the first read, so anything committed after it at least triggers a re-read.
-    await layer.group_add(group, channel)
+    live = await _join(layer, group, channel)
     try:
         await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
-        events = await sync_to_async(selectors.submission_events_after)(submission_id, 0)
+        events = await database_sync_to_async(selectors.submission_events_after)(submission_id, 0)
         chunks = stream.start()
         for event in events:
             chunks += stream.feed(event)
         if not stream.finished:
-            status = await sync_to_async(selectors.run_state_of)(submission_id)
+            status = await database_sync_to_async(selectors.run_state_of)(submission_id)
             chunks.append(stream.status(status))
         for chunk in compact(chunks):
             yield _frame(chunk)
         last_seq = events[-1]["seq"] if events else 0
         last_keepalive = time.monotonic()
         while not stream.finished:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
-            for event in await sync_to_async(selectors.submission_events_after)(submission_id, last_seq):
+            if live:
+                live = await _wait_for_push(layer, channel)
+            else:
+                await asyncio.sleep(POLL_SECONDS)
+                live = await _join(layer, group, channel)
+            for event in await database_sync_to_async(selectors.submission_events_after)(submission_id, last_seq):
                 last_seq = event["seq"]
                 for chunk in stream.feed(event):
                     yield _frame(chunk)
@@ -88,5 +96,28 @@ async def _sse(submission):
                 yield ": keepalive\n\n"
         yield "data: [DONE]\n\n"
     finally:
-        await layer.group_discard(group, channel)
+        with contextlib.suppress(RedisError, OSError):
+            await layer.group_discard(group, channel)
         await asyncio.to_thread(subscribers.remove, submission_id, subscriber_id)
+
+
+async def _join(layer, group: str, channel: str) -> bool:
+    """Joins the conversation's push group; False while Redis is unreachable (the stream then polls)."""
+    try:
+        await layer.group_add(group, channel)
+    except (RedisError, OSError) as exc:
+        logger.warning("live push unavailable, polling the event log: %s", exc)
+        return False
+    return True
+
+
+async def _wait_for_push(layer, channel: str) -> bool:
+    """Waits up to one poll interval for a push; False when the channel layer failed meanwhile."""
+    try:
+        await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
+    except TimeoutError:
+        pass
+    except (RedisError, OSError) as exc:
+        logger.warning("live push lost, polling the event log: %s", exc)
+        return False
+    return True

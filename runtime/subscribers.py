@@ -1,15 +1,19 @@
 """Who is watching a submission right now, kept in Redis with expiring entries.
 
 A subscriber that dies without unsubscribing simply stops refreshing and ages out, so the count
-never sticks at a value nobody is watching.
+never sticks at a value nobody is watching. The count is a courtesy, never a reason to fail: while
+Redis is unreachable, refreshes are skipped and counts read as zero (and both are logged).
 """
 
+import logging
 import time
 import uuid
 from functools import cache
 
 import redis
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 SUBSCRIPTION_TTL_SECONDS = 45
 
@@ -29,14 +33,20 @@ def new_subscriber_id() -> str:
 
 def refresh(submission_id, subscriber_id: str) -> None:
     key = _key(submission_id)
-    with _redis().pipeline() as pipe:
-        pipe.zadd(key, {subscriber_id: time.time() + SUBSCRIPTION_TTL_SECONDS})
-        pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
-        pipe.execute()
+    try:
+        with _redis().pipeline() as pipe:
+            pipe.zadd(key, {subscriber_id: time.time() + SUBSCRIPTION_TTL_SECONDS})
+            pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
+            pipe.execute()
+    except redis.RedisError as exc:
+        logger.warning("could not refresh a subscriber of %s: %s", submission_id, exc)
 
 
 def remove(submission_id, subscriber_id: str) -> None:
-    _redis().zrem(_key(submission_id), subscriber_id)
+    try:
+        _redis().zrem(_key(submission_id), subscriber_id)
+    except redis.RedisError as exc:
+        logger.warning("could not remove a subscriber of %s (it ages out): %s", submission_id, exc)
 
 
 def count(submission_ids) -> dict[str, int]:
@@ -44,8 +54,12 @@ def count(submission_ids) -> dict[str, int]:
     if not ids:
         return {}
     now = time.time()
-    with _redis().pipeline() as pipe:
-        for submission_id in ids:
-            pipe.zcount(_key(submission_id), now, "+inf")
-        counts = pipe.execute()
+    try:
+        with _redis().pipeline() as pipe:
+            for submission_id in ids:
+                pipe.zcount(_key(submission_id), now, "+inf")
+            counts = pipe.execute()
+    except redis.RedisError as exc:
+        logger.warning("subscriber counts unavailable: %s", exc)
+        return dict.fromkeys(ids, 0)
     return dict(zip(ids, counts, strict=True))

@@ -7,7 +7,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -65,6 +65,9 @@ async def discovery_loop(client: Client, *, task_queue: str, interval: float) ->
         except RPCError as exc:
             # Temporal is unreachable or refused one plan: the next pass tries again, nothing is lost.
             logger.warning("schedule discovery failed: %s", exc)
+        except DatabaseError:
+            # PostgreSQL restarting: the connection is replaced on the next pass; the loop must not die.
+            logger.exception("schedule discovery could not read the plans; retrying")
         else:
             if signalled:
                 logger.info("schedule discovery re-signalled %d plans", signalled)

@@ -170,10 +170,10 @@ class Stack:
 
     LEASE_SECONDS = 3
 
-    def __init__(self, *, database_name: str, double: RebyteDouble, redis_url: str):
+    def __init__(self, *, database_name: str, double: RebyteDouble, redis_url: str, database_url: str | None = None):
         self.double = double
         self.env = {
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database_name}",
+            "DATABASE_URL": database_url or f"postgres://postgres@127.0.0.1:5432/{database_name}",
             "REDIS_URL": redis_url,
             "IMPO_RUNTIME": "echo",
             "REBYTE_BASE_URL": double.api_url,

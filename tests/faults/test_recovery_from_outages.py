@@ -1,0 +1,227 @@
+"""Outages of what Impo stands on, under load, on a PostgreSQL and a Redis of the suite's own.
+
+A PostgreSQL restart, Redis stopped for 15 s, and the provider answering 5xx for 60 s. After each: every
+accepted command settles within lease + sweep interval + 10 s of the end of the outage, every process
+is still the one that was started (none needed a manual restart), and `/ready` answered 503 while a
+dependency it checks was down. The figures are printed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import psycopg
+import pytest
+
+from tests.chaos.websocket import WebsocketConnection
+from tests.faults.instances import PrivatePostgres, PrivateRedis
+from tests.processes import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
+
+SWEEP_SECONDS = 0.3
+SETTLE_BOUND_SECONDS = Stack.LEASE_SECONDS + SWEEP_SECONDS + 10
+TERMINAL = ("completed", "failed", "cancelled")
+USERS = 3
+
+CREATE_USERS = """
+import json
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+users = [get_user_model().objects.create_user(f"faults-{{n}}", password=f"unused-{{n}}") for n in range({users})]
+print(json.dumps([Token.objects.create(user=user).key for user in users]))
+"""
+
+
+@dataclass
+class Outage:
+    postgres: PrivatePostgres
+    redis: PrivateRedis
+    double: RebyteDouble
+    stack: Stack
+    web_url: str
+    tokens: list[str]
+    sent: int = 0
+    figures: list[str] = field(default_factory=list)
+
+    def post(self, user: int) -> httpx.Response:
+        self.sent += 1
+        return httpx.post(
+            f"{self.web_url}/api/v1/conversation/messages",
+            json={"clientMessageId": f"faults-{self.sent}", "text": f"message {self.sent}"},
+            headers=self.auth(user),
+            timeout=30,
+        )
+
+    def auth(self, user: int) -> dict:
+        return {"Authorization": f"Bearer {self.tokens[user]}"}
+
+    def post_accepted(self, count: int) -> list[str]:
+        receipts = [self.post(n % USERS) for n in range(count)]
+        assert [r.status_code for r in receipts] == [202] * count, [r.text for r in receipts]
+        return [r.json()["submissionId"] for r in receipts]
+
+    def states(self, submission_ids: list[str]) -> dict[str, str]:
+        with psycopg.connect(self.postgres.url("impo_faults"), connect_timeout=5) as connection:
+            rows = connection.execute(
+                "SELECT submission_id::text, state FROM runtime_run WHERE submission_id::text = ANY(%s)",
+                [submission_ids],
+            ).fetchall()
+        return dict(rows)
+
+    def wait_settled(self, submission_ids: list[str], *, timeout: float) -> dict[str, str]:
+        def settled():
+            states = self.states(submission_ids)
+            return states if len(states) == len(submission_ids) and set(states.values()) <= set(TERMINAL) else None
+
+        return wait_until(settled, timeout=timeout, interval=0.2, what="every accepted command to settle")
+
+    def processes_alive(self) -> list[str]:
+        return [process.name for process in self.stack.processes if not process.alive]
+
+
+class ReadinessWatcher:
+    """Polls `/ready` in the background and keeps every status it answered."""
+
+    def __init__(self, web_url: str):
+        self.url = f"{web_url}/ready"
+        self.statuses: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while not self._stop.wait(0.2):
+            try:
+                self.statuses.append(httpx.get(self.url, timeout=15).status_code)
+            except httpx.TransportError:
+                self.statuses.append(0)
+
+    def saw_outage(self) -> bool:
+        return 503 in self.statuses
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def outage(temporal_address):
+    postgres, redis = PrivatePostgres(), PrivateRedis()
+    double = RebyteDouble()
+    stack = None
+    try:
+        postgres.create_database("impo_faults")
+        env = {
+            **os.environ,
+            "DATABASE_URL": postgres.url("impo_faults"),
+            "REDIS_URL": redis.url,
+            "TEMPORAL_ADDRESS": temporal_address,
+        }
+        manage = [sys.executable, "manage.py"]
+        subprocess.run([*manage, "migrate", "--no-input"], cwd=REPO_ROOT, env=env, check=True, capture_output=True)
+        created = subprocess.run(
+            [*manage, "shell", "-c", CREATE_USERS.format(users=USERS)],
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        tokens = json.loads(created.stdout.strip().splitlines()[-1])
+        stack = Stack(database_name="", double=double, redis_url=redis.url, database_url=postgres.url("impo_faults"))
+        stack.env["TEMPORAL_ADDRESS"] = temporal_address
+        stack.start_worker("faults-worker-1")
+        stack.start_worker("faults-worker-2")
+        stack.start_sweeper(SWEEP_SECONDS)
+        _, web_url = start_web(stack)
+        wait_until(lambda: httpx.get(f"{web_url}/ready", timeout=5).status_code == 200, timeout=60, what="/ready")
+        running = Outage(postgres, redis, double, stack, web_url, tokens)
+        yield running
+        print("\n" + "\n".join(running.figures))
+    finally:
+        if stack is not None:
+            stack.stop()
+        double.stop()
+        redis.stop()
+        postgres.destroy()
+
+
+def measure(outage: Outage, name: str, submission_ids: list[str], outage_ended: float) -> dict[str, str]:
+    states = outage.wait_settled(submission_ids, timeout=180)
+    settled_after = time.monotonic() - outage_ended
+    outage.figures.append(
+        f"{name}: {len(submission_ids)} accepted commands settled {settled_after:.1f} s after the outage ended "
+        f"(bound {SETTLE_BOUND_SECONDS:.1f} s); outcomes {sorted(states.values())}"
+    )
+    assert settled_after <= SETTLE_BOUND_SECONDS, outage.figures[-1]
+    return states
+
+
+def test_a_postgresql_restart_under_load_loses_nothing_and_stops_no_process(outage):
+    outage.double.configure(delta_delay_ms=150, delta_chunks=4)
+    accepted = outage.post_accepted(9)
+    wait_until(lambda: "running" in outage.states(accepted).values(), timeout=60, what="runs to be under way")
+    readiness = ReadinessWatcher(outage.web_url)
+
+    outage.postgres.stop()
+    wait_until(readiness.saw_outage, timeout=30, what="/ready to report the database down")
+    outage.postgres.start()
+    ended = time.monotonic()
+
+    states = measure(outage, "PostgreSQL restart", accepted, ended)
+    readiness.stop()
+    assert set(states.values()) == {"completed"}
+    assert outage.processes_alive() == []
+    wait_until(lambda: httpx.get(f"{outage.web_url}/ready", timeout=5).status_code == 200, timeout=30, what="/ready")
+    assert outage.post_accepted(USERS)  # the web process took commands again without being restarted
+
+
+def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps_answering(outage):
+    outage.double.configure(delta_delay_ms=150, delta_chunks=4)
+    before = outage.post_accepted(6)
+    readiness = ReadinessWatcher(outage.web_url)
+
+    outage.redis.stop()
+    stopped = time.monotonic()
+    during = outage.post_accepted(3)  # admission needs PostgreSQL only; the lost wake-ups are re-sent later
+    submission = httpx.get(f"{outage.web_url}/api/v1/submissions/{during[0]}", headers=outage.auth(0), timeout=30)
+    cancel = httpx.post(
+        f"{outage.web_url}/api/v1/submissions/{during[-1]}/cancel", json={}, headers=outage.auth(2), timeout=30
+    )
+    conversation = httpx.get(f"{outage.web_url}/api/v1/conversation", headers=outage.auth(0), timeout=30).json()
+    socket = WebsocketConnection(
+        f"{outage.web_url.replace('http', 'ws')}/ws/v1/conversations/{conversation['conversationId']}/"
+        f"?after=0&token={outage.tokens[0]}"
+    )
+    replayed = socket.receive_json(timeout=15)
+    wait_until(readiness.saw_outage, timeout=30, what="/ready to report Redis down")
+    wait_until(lambda: time.monotonic() - stopped >= 15, timeout=30, what="15 s of outage")
+    outage.redis.start()
+    ended = time.monotonic()
+
+    states = measure(outage, "Redis stopped 15 s", before + during, ended)
+    readiness.stop()
+    socket.abort()
+    assert (submission.status_code, cancel.status_code) == (200, 200)
+    assert replayed["seq"] == 1  # the socket was served from the event log while Redis was down
+    assert states.pop(during[-1]) in ("cancelled", "completed")
+    assert set(states.values()) == {"completed"}
+    assert outage.processes_alive() == []
+
+
+def test_the_provider_answering_5xx_for_a_minute_under_load_fails_nothing(outage):
+    outage.double.configure(delta_delay_ms=50, delta_chunks=4)
+    outage.double.fault("*", "http_error", status=503, seconds=60)
+    started = time.monotonic()
+
+    accepted = outage.post_accepted(6)
+    wait_until(lambda: time.monotonic() - started >= 60, timeout=90, what="the minute of 5xx to pass")
+    ended = time.monotonic()
+
+    states = measure(outage, "provider 5xx for 60 s", accepted, ended)
+    assert set(states.values()) == {"completed"}
+    assert outage.processes_alive() == []

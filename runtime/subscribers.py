@@ -6,9 +6,9 @@ Redis is unreachable, refreshes are skipped and counts read as zero (and both ar
 """
 
 import logging
+import threading
 import time
 import uuid
-from functools import cache
 
 import redis
 from django.conf import settings
@@ -18,9 +18,16 @@ logger = logging.getLogger(__name__)
 SUBSCRIPTION_TTL_SECONDS = 45
 
 
-@cache
+_local = threading.local()
+
+
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
+    # One client per thread: the streams and sockets call in from executor threads, and a client shared
+    # between them was seen to lose its connection under another thread's read (a closed-file error).
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = _local.client = redis.Redis.from_url(settings.REDIS_URL)
+    return client
 
 
 def _key(submission_id) -> str:

@@ -1,0 +1,75 @@
+"""Open streams wait without a database connection, so one user's many streams cannot starve everyone else.
+
+Were each waiting stream to keep the connection it read with, thirty of them would drain the web process's
+pool and every other request would wait out the pool's timeout and fail.
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from django.db import connection
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from tests.processes import start_web, wait_until
+
+POOL_SIZE = 5  # the web process's pool, made small so that streams holding connections would drain it
+STREAMS = 30
+
+
+def web_process_connections() -> int:
+    """Connections to the test database other than this test's own (no worker runs here: all are the web's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_thirty_open_streams_of_one_user_leave_other_users_requests_answering(stack, api, user, other_user):
+    stack.env["DATABASE_POOL_MAX_SIZE"] = str(POOL_SIZE)
+    _, web = start_web(stack)  # no worker: the run stays queued and every stream stays open, waiting
+    submission_id = api.post(
+        "/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "wait for me"}, format="json"
+    ).json()["submissionId"]
+    browser = Client()
+    browser.force_login(user)  # the web chat's way: the session cookie
+    streamer = {"Cookie": f"sessionid={browser.cookies['sessionid'].value}"}
+    other = {"Authorization": f"Bearer {Token.objects.get_or_create(user=other_user)[0].key}"}
+    opened, release = threading.Semaphore(0), threading.Event()
+
+    def hold_stream():
+        url = f"{web}/api/v1/submissions/{submission_id}/stream"
+        with httpx.stream("GET", url, headers=streamer, timeout=60) as response:
+            next(response.iter_lines())
+            opened.release()
+            release.wait(timeout=120)
+
+    holders = [threading.Thread(target=hold_stream, daemon=True) for _ in range(STREAMS)]
+    for holder in holders:
+        holder.start()
+    for _ in range(STREAMS):
+        assert opened.acquire(timeout=60), "a stream did not open"
+    held_while_waiting = web_process_connections()
+
+    def other_users_page(_):
+        return httpx.get(f"{web}/api/v1/conversation", headers=other, timeout=30).status_code
+
+    with ThreadPoolExecutor(max_workers=POOL_SIZE) as pool:
+        during = list(pool.map(other_users_page, range(40)))
+
+    release.set()
+    for holder in holders:
+        holder.join(timeout=30)
+    wait_until(
+        lambda: api.get(f"/api/v1/submissions/{submission_id}").json()["subscriberCount"] == 0,
+        timeout=60,
+        what="the streams to be gone",
+    )
+    with ThreadPoolExecutor(max_workers=POOL_SIZE) as pool:
+        after = list(pool.map(other_users_page, range(40)))
+
+    assert held_while_waiting <= POOL_SIZE
+    assert during == [200] * 40
+    assert after == [200] * 40  # the pool kept its connections: as many requests at once as it holds

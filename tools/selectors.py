@@ -82,17 +82,33 @@ def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]
     """Each assistant message's tool calls with their execution state, for a history page to rebuild."""
     calls = (
         ToolCall.objects.filter(run__submission__assistant_message_id__in=message_ids)
-        .values("run__submission__assistant_message_id", "call_id", "tool_name", "state", "error_code")
+        .values(
+            "run__submission__assistant_message_id",
+            "call_id",
+            "tool_name",
+            "state",
+            "error_code",
+            "arguments",
+            "raw_arguments",
+            "receipt__result",
+        )
         .order_by("created_at")
     )
     states: dict[uuid.UUID, list[dict]] = {}
     for call in calls:
+        result = call["receipt__result"] or {}
+        error = result.get("error") or {}
         states.setdefault(call["run__submission__assistant_message_id"], []).append(
             {
                 "toolCallId": call["call_id"],
                 "toolName": call["tool_name"],
                 "state": _WIRE_TOOL_STATE[call["state"]],
-                "errorCode": call["error_code"] or None,
+                "errorCode": call["error_code"] or error.get("code") or None,
+                # What the live events carried, so a reload shows the same call: its input, and its
+                # output or error message once a result was saved.
+                "input": call["arguments"] if call["arguments"] is not None else call["raw_arguments"],
+                "output": result.get("output"),
+                "errorMessage": error.get("message"),
             }
         )
     return states

@@ -91,6 +91,23 @@ def history(page) -> dict:
     return page.evaluate("() => fetch('/api/v1/conversation').then((response) => response.json())")
 
 
+def submit_plan(page, title, goal, *, frequency=None, timeZone=None, **fields):
+    """Fills the Scheduled tasks form (selects by value, other fields by text) and saves it."""
+    form = "#schedule-form"
+    page.fill(f"{form} [name=title]", title)
+    page.fill(f"{form} [name=goal]", goal)
+    for name, value in (("frequency", frequency), ("timeZone", timeZone)):
+        if value:
+            page.select_option(f"{form} [name={name}]", value)
+    for name, value in fields.items():
+        if name == "weekdays":
+            for day in value:
+                page.check(f"{form} [name=weekdays][value='{day}']")
+        else:
+            page.fill(f"{form} [name={name}]", value)
+    page.click("#schedule-save")
+
+
 def run_axe(page) -> list[dict]:
     """axe-core's serious and critical violations on the page as it is now."""
     page.add_script_tag(path=str(JS_MODULES / "axe-core" / "axe.min.js"))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.web.conftest import last_assistant, log_in, run_axe, send
+from tests.web.conftest import last_assistant, log_in, run_axe, send, submit_plan
 
 
 def test_the_login_page_has_no_serious_accessibility_violations(browser_page):
@@ -36,9 +36,7 @@ def test_a_list_page_has_no_serious_accessibility_violations(browser_page, user,
 def test_a_schedules_page_with_a_plan_has_no_serious_accessibility_violations(browser_page, user):
     log_in(browser_page, user)
     browser_page.goto("/schedules/")
-    browser_page.fill("#schedule-form [name=title]", "Digest")
-    browser_page.fill("#schedule-form [name=goal]", "Summarise.")
-    browser_page.click("#schedule-save")
+    submit_plan(browser_page, "Digest", "Summarise.")
     browser_page.locator(".schedule").wait_for()
     browser_page.locator(".schedule details.runs summary").click()
 

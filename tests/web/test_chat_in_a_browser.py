@@ -84,12 +84,10 @@ def test_a_reply_that_follows_the_end_keeps_following_it(browser_page, user, reb
     send(browser_page, "\n".join(f"row {n}" for n in range(60)))
     last_assistant(browser_page).locator(".status-completed").wait_for()
 
-    assert (
-        browser_page.evaluate(
-            "() => { const l = document.getElementById('messages'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
-        )
-        < 48
+    distance_from_end = (
+        "() => { const l = document.getElementById('messages'); return l.scrollHeight - l.scrollTop - l.clientHeight; }"
     )
+    assert browser_page.evaluate(distance_from_end) < 48
 
 
 def test_a_failed_runs_reason_is_shown_and_survives_a_reload(browser_page, user):

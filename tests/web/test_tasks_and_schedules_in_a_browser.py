@@ -2,7 +2,7 @@
 
 import uuid
 
-from tests.web.conftest import last_assistant, log_in
+from tests.web.conftest import last_assistant, log_in, submit_plan
 
 
 def test_starting_a_task_from_the_tasks_page_opens_it_with_its_reply(browser_page, user):
@@ -41,14 +41,15 @@ def test_a_schedule_is_created_paused_edited_and_deleted_from_the_page(browser_p
     browser_page.goto("/schedules/")
     browser_page.locator("#schedule-empty").wait_for()
 
-    browser_page.fill("#schedule-form [name=title]", "Morning digest")
-    browser_page.fill("#schedule-form [name=goal]", "Summarise the news.")
-    browser_page.select_option("#schedule-form [name=frequency]", "weekly")
-    browser_page.select_option("#schedule-form [name=timeZone]", "Europe/Berlin")
-    browser_page.fill("#schedule-form [name=time]", "07:30")
-    browser_page.check("#schedule-form [name=weekdays][value='1']")
-    browser_page.check("#schedule-form [name=weekdays][value='5']")
-    browser_page.click("#schedule-save")
+    submit_plan(
+        browser_page,
+        "Morning digest",
+        "Summarise the news.",
+        frequency="weekly",
+        timeZone="Europe/Berlin",
+        time="07:30",
+        weekdays=[1, 5],
+    )
 
     item = browser_page.locator(".schedule", has_text="Morning digest")
     item.wait_for()
@@ -81,12 +82,14 @@ def test_a_one_off_schedule_keeps_the_wall_time_in_its_own_time_zone(browser_pag
     log_in(browser_page, user)
     browser_page.goto("/schedules/")
 
-    browser_page.fill("#schedule-form [name=title]", "New year call")
-    browser_page.fill("#schedule-form [name=goal]", "Remind me to call home.")
-    browser_page.select_option("#schedule-form [name=frequency]", "once")
-    browser_page.select_option("#schedule-form [name=timeZone]", "America/New_York")
-    browser_page.fill("#schedule-form [name=runAt]", "2099-01-01T09:00")
-    browser_page.click("#schedule-save")
+    submit_plan(
+        browser_page,
+        "New year call",
+        "Remind me to call home.",
+        frequency="once",
+        timeZone="America/New_York",
+        runAt="2099-01-01T09:00",
+    )
 
     browser_page.locator(".schedule", has_text="New year call").wait_for()
     [plan] = plans(browser_page)
@@ -98,11 +101,7 @@ def test_a_schedule_the_api_refuses_shows_why_and_saves_nothing(browser_page, us
     log_in(browser_page, user)
     browser_page.goto("/schedules/")
 
-    browser_page.fill("#schedule-form [name=title]", "Broken")
-    browser_page.fill("#schedule-form [name=goal]", "Never runs.")
-    browser_page.select_option("#schedule-form [name=frequency]", "cron")
-    browser_page.fill("#schedule-form [name=cron]", "not a cron")
-    browser_page.click("#schedule-save")
+    submit_plan(browser_page, "Broken", "Never runs.", frequency="cron", cron="not a cron")
 
     browser_page.locator("#schedule-error").wait_for()
     assert "cron" in browser_page.locator("#schedule-error").inner_text()

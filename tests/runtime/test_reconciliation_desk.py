@@ -91,7 +91,8 @@ def test_resolving_an_uncertain_tool_call_says_so_and_names_staff_not_the_clerk(
 
     assert "Resolved: the action did not happen; the run goes on." in response.content.decode()
     [tool] = api.get("/api/v1/conversation").json()["messages"][-1]["tools"]
-    assert (tool["state"], tool["errorCode"], tool["errorMessage"]) == ("failed", "reconciled_failed", "resolved by staff")
+    assert (tool["state"], tool["errorCode"]) == ("failed", "reconciled_failed")
+    assert tool["errorMessage"] == "resolved by staff"
 
 
 def test_resolve_buttons_need_a_post(desk, api):

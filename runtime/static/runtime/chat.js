@@ -78,7 +78,7 @@
       for (const message of page.messages) {
         messages.set(message.id, { ...message });
         for (const tool of message.tools || []) {
-          tools.set(tool.toolCallId, { ...tool, messageId: message.id, device: tool.state === "requested" && isDevice });
+          tools.set(tool.toolCallId, { ...tool, messageId: message.id });
         }
       }
       after = page.nextAfterSequence;
@@ -187,7 +187,8 @@
         row.append(summary, detail);
         node.tools.append(row);
       }
-      const shown = tool.state === "requested" && tool.device ? "waiting_device" : tool.state;
+      const waiting = tool.device || liveStatusOf(messageId) === "waiting_device";
+      const shown = tool.state === "requested" && waiting ? "waiting_device" : tool.state;
       row.className = `tool tool-${tool.state}`;
       row.dataset.state = tool.state;
       row.querySelector(".tool-name").textContent = tool.toolName;
@@ -448,6 +449,7 @@
     send();
   });
   textarea.addEventListener("input", drawChrome);
+  window.addEventListener("online", resendFailed);
 
   (async function start() {
     if (isDevice) await ImpoDevice.register();

@@ -106,3 +106,24 @@ def test_a_schedule_the_api_refuses_shows_why_and_saves_nothing(browser_page, us
     browser_page.locator("#schedule-error").wait_for()
     assert "cron" in browser_page.locator("#schedule-error").inner_text()
     assert plans(browser_page) == []
+
+
+def test_starting_a_task_again_after_its_answer_was_lost_starts_it_once(browser_page, user):
+    log_in(browser_page, user)
+    browser_page.goto("/tasks/")
+    browser_page.fill("#task-text", "sort the photos")
+
+    def lose_the_answer(route):
+        route.fetch()  # the server starts the task; its answer never reaches the page
+        route.abort()
+
+    browser_page.route("**/api/v1/tasks", lose_the_answer, times=1)
+    browser_page.click("#new-task button[type=submit]")
+    browser_page.locator("#task-error").wait_for()
+
+    browser_page.click("#new-task button[type=submit]")
+
+    browser_page.wait_for_url("**/tasks/*-*/")
+    tasks = browser_page.evaluate("() => fetch('/api/v1/tasks').then((r) => r.json())")["tasks"]
+    assert [task["title"] for task in tasks] == ["sort the photos"]
+    assert "sort the photos" not in browser_page.evaluate("() => JSON.stringify(localStorage)")

@@ -2,6 +2,7 @@
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from runtime.models import Event, Run, RunState
@@ -123,3 +124,19 @@ def test_runs_are_listed_newest_first_with_owner_conversation_and_created_time(d
     for column in ("column-owner", "column-conversation", "column-created_at"):
         assert column in page
     assert user.username in page
+
+
+def test_staff_who_may_only_view_runs_get_no_resolve_buttons_and_cannot_post_one(api):
+    viewer = UserFactory(username="desk-viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
+    client = Client()
+    client.force_login(viewer)
+    run = parked_run(api)
+
+    page = client.get(f"/admin/runtime/run/{run.id}/change/").content.decode()
+    response = client.post(f"/admin/runtime/run/{run.id}/desk/fail/")
+
+    assert "Mark failed" not in page
+    assert response.status_code == 403
+    run.refresh_from_db()
+    assert run.state == RunState.PENDING_RECONCILIATION

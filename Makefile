@@ -6,7 +6,7 @@ PGHOST ?= 127.0.0.1
 PGUSER ?= postgres
 DATABASE ?= impo
 
-.PHONY: run test chaos bench install database browser lint
+.PHONY: run test chaos bench install lock database browser lint
 
 run: install database
 	mkdir -p var
@@ -28,11 +28,20 @@ bench: install
 
 install: $(BIN)/.installed
 
-$(BIN)/.installed: pyproject.toml
+# Installs exactly what requirements.lock pins, so a new upstream release cannot change what runs;
+# `make lock` regenerates it from pyproject.toml (runtime and dev dependencies) when those change.
+$(BIN)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
+
+lock:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet pip-tools
+	$(BIN)/pip-compile --quiet --extra dev --strip-extras --no-emit-find-links --no-emit-index-url \
+		--no-emit-trusted-host -o requirements.lock pyproject.toml
 
 # The browser test drives Debian's Chromium; the stream test parses with the AI SDK's own reader.
 browser: tests/js/node_modules/.package-lock.json

@@ -132,12 +132,29 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# channels-redis waits for a consumer's next message with a blocking read of up to 5 s (BZPOPMIN); redis-py 8's
+# default socket timeout is also 5 s, so on an idle socket the read timed out first, the consumer died and the
+# page reconnected every few seconds. The layer's connections wait longer than that read (which returns on its
+# own), and keepalive lets the kernel notice a dead peer instead.
+CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = 30.0
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 caps a pool at 100 connections and fails the 101st instead of waiting; a web process
         # with a thousand sockets joins and leaves groups concurrently (all at once when a network drops).
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}], "capacity": 100, "expiry": 60},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "max_connections": 2000,
+                    "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS,
+                    "socket_connect_timeout": 5.0,
+                    "socket_keepalive": True,
+                }
+            ],
+            "capacity": 100,
+            "expiry": 60,
+        },
     },
 }
 

@@ -4,9 +4,10 @@ from drf_spectacular.views import SpectacularAPIView
 
 from impo import health
 
-handler400 = "impo.errors.json_bad_request"
-handler404 = "impo.errors.json_not_found"
-handler500 = "impo.errors.json_server_error"
+# The API answers errors in ICA v1 JSON; the web pages answer them as pages.
+handler400 = "runtime.web.bad_request"
+handler404 = "runtime.web.page_not_found"
+handler500 = "runtime.web.server_error"
 
 urlpatterns = [
     path("health", health.health, name="health"),

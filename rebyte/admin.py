@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from impo.admin_desk import DeskAction, DeskActionsMixin
 from rebyte import services
 from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, RemoteTurn, SavedAgent
 from rebyte.provider import provider_gateway
@@ -20,8 +21,23 @@ class PendingFirst(admin.SimpleListFilter):
         return queryset
 
 
+def _is_open(intent) -> bool:
+    return intent.state in OPEN_INTENT_STATES
+
+
+def _recheck(request, intent) -> str:
+    with provider_client() as client:
+        settled = services.reconcile_intent(intent.id, client)
+    return f"Re-checked with the provider: now {settled.state}."
+
+
+def _fail(request, intent) -> str | None:
+    failed = services.staff_fail_intent(intent.id, actor=request.user, note=intent.resolution_note or "failed in admin")
+    return "Marked failed: the runs waiting for it fail." if failed else None
+
+
 @admin.register(CreationIntent)
-class CreationIntentAdmin(admin.ModelAdmin):
+class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
     """Remote creations whose outcome is unknown; every decision is written to the admin log."""
 
     list_display = ["id", "kind", "owner", "conversation", "state", "attempts", "remote_id", "updated_at"]
@@ -41,6 +57,11 @@ class CreationIntentAdmin(admin.ModelAdmin):
     ]
     fields = [*readonly_fields, "remote_id", "resolution_note"]
     actions = ["recheck_now", "mark_resolved", "mark_failed"]
+    ordering = ["-created_at"]
+    desk_actions = (
+        DeskAction("recheck", "Re-check now", "Ask the provider again what exists?", _is_open, _recheck),
+        DeskAction("fail", "Mark failed", "Give up on this creation? The runs waiting for it fail.", _is_open, _fail),
+    )
 
     def save_model(self, request, obj, form, change):
         # Editing only stages the remote id and note for "mark resolved", and only while the intent is

@@ -101,10 +101,15 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         )
         has_more = len(messages) > limit
         messages = messages[:limit]
-        tool_states = tool_states_by_assistant_message([m.id for m in messages if m.role == MessageRole.ASSISTANT])
+        assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
+        tool_states = tool_states_by_assistant_message(assistant_ids)
+        run_errors = _run_errors_by_assistant_message(assistant_ids)
     return {
         "conversationId": str(conversation.id),
-        "messages": [_message_to_wire(message, tool_states.get(message.id, [])) for message in messages],
+        "messages": [
+            _message_to_wire(message, tool_states.get(message.id, []), run_errors.get(message.id))
+            for message in messages
+        ],
         "activeSubmissions": [
             {
                 "submissionId": str(run.submission_id),
@@ -119,7 +124,18 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     }
 
 
-def _message_to_wire(message: Message, tools: list[dict]) -> dict:
+def _run_errors_by_assistant_message(message_ids) -> dict[uuid.UUID, dict]:
+    """Why each of these replies' runs failed (or is parked), as the run's terminal event said it."""
+    runs = Run.objects.filter(submission__assistant_message_id__in=message_ids).exclude(error_code="")
+    return {
+        assistant_message_id: {"code": code, "message": message, "retryable": retryable}
+        for assistant_message_id, code, message, retryable in runs.values_list(
+            "submission__assistant_message_id", "error_code", "error_message", "error_retryable"
+        )
+    }
+
+
+def _message_to_wire(message: Message, tools: list[dict], error: dict | None) -> dict:
     return {
         "id": str(message.id),
         "role": message.role,
@@ -128,6 +144,7 @@ def _message_to_wire(message: Message, tools: list[dict]) -> dict:
         "status": message.status,
         "createdAt": message.created_at.isoformat(),
         "tools": tools,
+        "error": error,
     }
 
 

@@ -1,12 +1,24 @@
-"""The web chat: server-rendered shells; the page script talks to the same REST + websocket API."""
+"""The web chat: server-rendered shells; the page scripts talk to the same REST + websocket API."""
 
 import uuid
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponseServerError
 from django.shortcuts import render
+from django.template import loader
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from impo import errors
 from runtime import selectors, services
+
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO order: 1 = Monday
+
+# Paths whose callers are programs: their errors stay ICA v1 JSON. Everything else is a page for a person.
+_API_PREFIXES = ("/api/", "/health", "/ready", "/ws/")
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith(_API_PREFIXES)
 
 
 @login_required
@@ -27,6 +39,7 @@ def main_chat(request):
 
 
 @login_required
+@ensure_csrf_cookie
 def task_list(request):
     return render(
         request,
@@ -38,7 +51,10 @@ def task_list(request):
 @login_required
 @ensure_csrf_cookie
 def task_view(request, task_id: uuid.UUID):
-    task = selectors.task_for_owner(request.user, task_id)
+    try:
+        task = selectors.task_for_owner(request.user, task_id)
+    except errors.NotFound as exc:
+        raise Http404("No such task.") from exc
     return render(
         request,
         "chat/conversation.html",
@@ -50,3 +66,29 @@ def task_view(request, task_id: uuid.UUID):
             "task": task,
         },
     )
+
+
+@login_required
+@ensure_csrf_cookie
+def scheduled_tasks(request):
+    """The list, form and runs are drawn by the page script from /api/v1/scheduled-tasks."""
+    return render(request, "chat/schedules.html", {"weekdays": WEEKDAYS})
+
+
+def page_not_found(request, exception=None):
+    if _is_api(request):
+        return errors.json_not_found(request, exception)
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    if _is_api(request):
+        return errors.json_server_error(request)
+    # No request context: whatever failed (the database, a context processor) must not fail this page too.
+    return HttpResponseServerError(loader.get_template("500.html").render())
+
+
+def bad_request(request, exception=None):
+    if _is_api(request):
+        return errors.json_bad_request(request, exception)
+    return render(request, "400.html", status=400)

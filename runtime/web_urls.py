@@ -7,6 +7,7 @@ urlpatterns = [
     path("", web.main_chat, name="main-chat"),
     path("tasks/", web.task_list, name="task-list"),
     path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
+    path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

@@ -1,37 +1,65 @@
 from django.contrib import admin, messages
 
+from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline
 from impo.errors import ApplicationError
 from tools import services
 from tools.models import Device, DeviceInvocation, Note, ToolCall, ToolCallState, ToolReceipt
 
+_FINDING = {True: "did happen", False: "did not happen"}
 
-class ToolReceiptInline(admin.StackedInline):
+
+class ToolReceiptInline(ReadOnlyInline):
     model = ToolReceipt
-    can_delete = False
     readonly_fields = ["result", "created_at", "submitted_at"]
-    extra = 0
+
+
+def _is_uncertain(call) -> bool:
+    return call.state == ToolCallState.UNCERTAIN
+
+
+def _resolver(succeeded: bool):
+    def resolve(request, call) -> str | None:
+        # The note reaches the agent and the end user: it names staff, never the staff member.
+        services.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
+        return f"Resolved: the action {_FINDING[succeeded]}; the run goes on."
+
+    return resolve
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(DeskActionsMixin, ReadOnlyAdmin):
     list_display = ["call_id", "tool_name", "side_effect", "state", "attempts", "error_code", "created_at"]
     list_filter = ["state", "side_effect", "tool_name"]
+    ordering = ["-created_at"]
     search_fields = ["call_id", "run__id"]
     readonly_fields = [field.name for field in ToolCall._meta.fields]
     inlines = [ToolReceiptInline]
     actions = ["resolve_as_succeeded", "resolve_as_failed"]
+    desk_actions = (
+        DeskAction(
+            "happened",
+            "It did happen",
+            "Record that the action happened?",
+            _is_uncertain,
+            _resolver(True),
+        ),
+        DeskAction(
+            "did-not-happen",
+            "It did not happen",
+            "Record that the action did not happen?",
+            _is_uncertain,
+            _resolver(False),
+        ),
+    )
 
     def _resolve(self, request, queryset, *, succeeded: bool):
-        finding = "did happen" if succeeded else "did not happen"
         for call in queryset.filter(state=ToolCallState.UNCERTAIN):
             try:
-                services.resolve_uncertain_call(
-                    call.id, succeeded=succeeded, note=f"resolved by {request.user.get_username()} in admin"
-                )
+                services.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
             except ApplicationError as exc:
                 self.message_user(request, exc.message, level=messages.WARNING)
             else:
-                self.log_change(request, call, f"resolved: the action {finding}")
+                self.log_change(request, call, f"resolved: the action {_FINDING[succeeded]}")
 
     @admin.action(description="Uncertain calls: the action did happen (record the finding)")
     def resolve_as_succeeded(self, request, queryset):
@@ -43,7 +71,7 @@ class ToolCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeviceInvocation)
-class DeviceInvocationAdmin(admin.ModelAdmin):
+class DeviceInvocationAdmin(ReadOnlyAdmin):
     list_display = ["id", "device", "status", "expires_at", "claimed_at", "completed_at"]
     list_filter = ["status"]
     readonly_fields = [field.name for field in DeviceInvocation._meta.fields]

@@ -74,21 +74,50 @@ _WIRE_TOOL_STATE = {
 }
 
 
+def staff_finding(succeeded: bool, note: str) -> dict:
+    """What a staff member found about an uncertain call, shaped like a result."""
+    if succeeded:
+        return {"output": {"reconciled": True, "note": note}}
+    return {"error": {"code": "reconciled_failed", "message": note}}
+
+
 def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]:
     """Each assistant message's tool calls with their execution state, for a history page to rebuild."""
     calls = (
         ToolCall.objects.filter(run__submission__assistant_message_id__in=message_ids)
-        .values("run__submission__assistant_message_id", "call_id", "tool_name", "state", "error_code")
+        .values(
+            "run__submission__assistant_message_id",
+            "call_id",
+            "tool_name",
+            "state",
+            "error_code",
+            "arguments",
+            "raw_arguments",
+            "receipt__result",
+            "resolved_at",
+            "resolution_note",
+        )
         .order_by("created_at")
     )
     states: dict[uuid.UUID, list[dict]] = {}
     for call in calls:
+        result = call["receipt__result"] or {}
+        if call["resolved_at"] is not None:
+            # Staff's finding replaces the unknown outcome the agent was told about.
+            result = staff_finding(call["state"] == ToolCallState.SUCCEEDED, call["resolution_note"])
+        error = result.get("error") or {}
+        error_code = error.get("code") if call["resolved_at"] is not None else call["error_code"] or error.get("code")
         states.setdefault(call["run__submission__assistant_message_id"], []).append(
             {
                 "toolCallId": call["call_id"],
                 "toolName": call["tool_name"],
                 "state": _WIRE_TOOL_STATE[call["state"]],
-                "errorCode": call["error_code"] or None,
+                "errorCode": error_code or None,
+                # What the live events carried, so a reload shows the same call: its input, and its
+                # output or error message once a result was saved.
+                "input": call["arguments"] if call["arguments"] is not None else call["raw_arguments"],
+                "output": result.get("output"),
+                "errorMessage": error.get("message"),
             }
         )
     return states

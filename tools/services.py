@@ -24,7 +24,7 @@ from tools.models import (
     ToolReceipt,
 )
 from tools.registry import ToolDefinition
-from tools.selectors import device_for_submission, offered_tool
+from tools.selectors import device_for_submission, offered_tool, staff_finding
 
 
 def tool_result_text(result: dict) -> str:
@@ -230,11 +230,7 @@ def resolve_uncertain_call(tool_call_id: uuid.UUID, *, succeeded: bool, note: st
         call.resolution_note = note
         call.resolved_at = timezone.now()
         call.save(update_fields=["state", "resolution_note", "resolved_at", "updated_at"])
-        payload = {"toolCallId": call.call_id, "toolName": call.tool_name, "resolvedByStaff": True}
-        if succeeded:
-            payload["output"] = {"reconciled": True}
-        else:
-            payload["error"] = {"code": "reconciled_failed", "message": "A person checked: the action did not happen."}
+        payload = {**_completed_payload(call, staff_finding(succeeded, note)), "resolvedByStaff": True}
         _events(run, [(EventType.TOOL_COMPLETED, payload)])
         return call
 

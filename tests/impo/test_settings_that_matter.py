@@ -28,3 +28,19 @@ def test_requests_run_without_atomic_requests_so_services_can_be_durable():
 
 def test_json_bodies_are_capped_at_64_kib():
     assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE == 65_536
+
+
+def test_the_channel_layer_waits_longer_on_redis_than_its_own_blocking_read():
+    from channels_redis.core import RedisChannelLayer
+
+    [host] = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"]
+    assert host["socket_timeout"] > RedisChannelLayer.brpop_timeout
+    assert host["socket_keepalive"] is True
+
+
+def test_the_channel_layers_redis_pool_gets_the_socket_timeout():
+    from channels.layers import get_channel_layer
+
+    pool = get_channel_layer().create_pool(0)
+    assert pool.connection_kwargs["socket_timeout"] == settings.CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS
+    assert pool.connection_kwargs["socket_keepalive"] is True

@@ -290,7 +290,7 @@ def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_
 
     assert response.status_code == 302
     call.refresh_from_db()
-    assert (call.state, call.resolution_note) == (ToolCallState.FAILED, "resolved by operator in admin")
+    assert (call.state, call.resolution_note) == (ToolCallState.FAILED, "resolved by staff")
     finding = Event.objects.filter(submission_id=submission_id, type=EventType.TOOL_COMPLETED).last()
     assert finding.payload["resolvedByStaff"] is True
     assert "operator" not in json.dumps(finding.payload)

@@ -1,63 +1,8 @@
-"""The web chat in headless Chromium against daphne, a real worker and the Rebyte double."""
+"""The web chat's core promises in a browser: streamed replies, reload mid-stream, the page as a device."""
 
 import json
-import shutil
 
-import pytest
-from django.contrib.auth.hashers import make_password
-
-from tests.factories import PASSWORD
-from tests.processes import start_web
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    # The page plays `play_sound` through Web Audio; a real tab gets this from the user's first click.
-    "--autoplay-policy=no-user-gesture-required",
-]
-
-
-@pytest.fixture
-def browser_page(stack, user):
-    # Playwright's sync API runs an event loop in this thread, where Django refuses ORM calls:
-    # everything the test needs from the database (the user) is created before it starts.
-    from playwright.sync_api import sync_playwright
-
-    user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what daphne's settings verify
-    user.save()
-
-    _, base_url = start_web(stack)
-    stack.start_worker()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        page = browser.new_page(base_url=base_url)
-        page.set_default_timeout(30_000)
-        yield page
-        browser.close()
-
-
-def log_in(page, user):
-    page.goto("/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_selector("#connection[data-state=live]")
-
-
-def send(page, text):
-    page.fill("#message-text", text)
-    page.click("#send")
-
-
-def last_assistant(page):
-    return page.locator(".message.role-assistant").last
+from tests.web.conftest import history, last_assistant, log_in, send
 
 
 def test_a_message_sent_in_the_web_chat_shows_the_streamed_reply(browser_page, user):
@@ -97,10 +42,6 @@ def test_the_login_page_refuses_a_wrong_password(browser_page, user):
     assert "didn't match" in browser_page.locator(".error").inner_text()
 
 
-def history(page) -> dict:
-    return page.evaluate("() => fetch('/api/v1/conversation').then((response) => response.json())")
-
-
 def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(browser_page, user):
     log_in(browser_page, user)
 
@@ -111,7 +52,8 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
     played = {"output": {"durationMs": 400, "played": "chime"}}
     expected_reply = f"Tool play_sound returned: {json.dumps(played['output'], separators=(',', ':'))}"
     assert reply.locator(".text").inner_text() == expected_reply
-    assert reply.locator(".tool").inner_text() == "play_sound: completed"
+    assert reply.locator(".tool").get_attribute("data-state") == "completed"
+    assert tool_summary(reply) == ("play_sound", "Done")
     receipts = browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))")
     [receipt] = receipts.values()
     assert receipt["delivered"] is True and receipt["answer"] == "accepted"
@@ -121,11 +63,24 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
     browser_page.wait_for_selector("#connection[data-state=live]")
 
     # The reloaded page rebuilds the tool's state from execution state, and nothing ran again.
-    assert last_assistant(browser_page).locator(".tool").inner_text() == "play_sound: completed"
+    assert tool_summary(last_assistant(browser_page)) == ("play_sound", "Done")
     assert history(browser_page)["messages"][-1]["tools"] == [
-        {"toolCallId": receipt_call_id(browser_page), "toolName": "play_sound", "state": "completed", "errorCode": None}
+        {
+            "toolCallId": receipt_call_id(browser_page),
+            "toolName": "play_sound",
+            "state": "completed",
+            "errorCode": None,
+            "input": {"sound": "chime"},
+            "output": played["output"],
+            "errorMessage": None,
+        }
     ]
     assert browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))") == receipts
+
+
+def tool_summary(reply) -> tuple[str, str]:
+    tool = reply.locator(".tool")
+    return tool.locator(".tool-name").inner_text(), tool.locator(".tool-state").inner_text()
 
 
 def receipt_call_id(page) -> str:
@@ -139,4 +94,7 @@ def test_a_sound_the_browser_cannot_play_is_reported_as_the_devices_error(browse
 
     reply = last_assistant(browser_page)
     reply.locator(".status-completed").wait_for()
-    assert reply.locator(".tool").inner_text() == 'play_sound: failed — No sound named "kazoo".'
+    tool = reply.locator(".tool")
+    assert tool.get_attribute("data-state") == "failed"
+    assert tool.locator(".tool-state").inner_text() == "Failed"
+    assert tool.locator(".tool-error").inner_text() == 'No sound named "kazoo".'

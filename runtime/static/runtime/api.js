@@ -41,9 +41,16 @@
     return { ok: response.ok, status: response.status, body: parsed };
   }
 
-  const PENDING_KEY = "impo.pendingCommands";
+  // Unanswered commands belong to the account that typed them: the store is keyed by the logged-in
+  // user and emptied at logout, so a text left pending by one person is never posted as another's on a
+  // shared browser. A store from before this scoping has no known owner and is dropped.
+  const PENDING_PREFIX = "impo.pendingCommands";
+  const userId = document.body.dataset.userId || "";
+  const PENDING_KEY = `${PENDING_PREFIX}.${userId}`;
+  localStorage.removeItem(PENDING_PREFIX);
 
   function pendingCommands() {
+    if (!userId) return [];
     try {
       return JSON.parse(localStorage.getItem(PENDING_KEY) || "[]");
     } catch (error) {
@@ -52,8 +59,17 @@
   }
 
   function savePending(commands) {
-    localStorage.setItem(PENDING_KEY, JSON.stringify(commands));
+    if (!userId) return;
+    if (commands.length) localStorage.setItem(PENDING_KEY, JSON.stringify(commands));
+    else localStorage.removeItem(PENDING_KEY);
   }
+
+  function forgetPending() {
+    for (const key of Object.keys(localStorage)) if (key.startsWith(`${PENDING_PREFIX}.`)) localStorage.removeItem(key);
+  }
+
+  const logout = document.getElementById("logout");
+  if (logout) logout.addEventListener("submit", forgetPending);
 
   function isRetryable(result) {
     return result.status === 0 || result.status >= 500 || (result.body && result.body.error && result.body.error.retryable);
@@ -61,17 +77,23 @@
 
   async function post(command) {
     const result = await call("POST", command.url, command.body);
-    if (!isRetryable(result)) {
-      savePending(pendingCommands().filter((c) => c.body.clientMessageId !== command.body.clientMessageId));
-    }
+    if (!isRetryable(result)) forget(command);
     return result;
   }
 
-  // Posts `fields` ({text, deviceId?}) to `url` as a new command, remembered until answered for good.
+  // A new command for `url` with `fields` ({text, deviceId?}), remembered until answered for good.
+  function command(url, fields) {
+    const created = { url, body: { clientMessageId: newId(), ...fields } };
+    savePending([...pendingCommands(), created]);
+    return created;
+  }
+
+  function forget(command) {
+    savePending(pendingCommands().filter((c) => c.body.clientMessageId !== command.body.clientMessageId));
+  }
+
   async function sendOnce(url, fields) {
-    const command = { url, body: { clientMessageId: newId(), ...fields } };
-    savePending([...pendingCommands(), command]);
-    return post(command);
+    return post(command(url, fields));
   }
 
   // Re-posts commands a previous page (or a failed request) left unanswered, with their own ids.
@@ -87,5 +109,21 @@
     element.hidden = false;
   }
 
-  window.ImpoApi = { call, sendOnce, resendPending, pendingCommands, showError, newId };
+  function isPending(clientMessageId) {
+    return pendingCommands().some((c) => c.body.clientMessageId === clientMessageId);
+  }
+
+  window.ImpoApi = {
+    call,
+    command,
+    forget,
+    post,
+    sendOnce,
+    resendPending,
+    pendingCommands,
+    isPending,
+    isRetryable,
+    showError,
+    newId,
+  };
 })();

@@ -1,29 +1,65 @@
 // Main Chat and task views. History comes from REST; live updates from the conversation websocket,
 // resumed with `after=<last seq>`. A socket that closes while a run is active is not taken as
 // success: the page re-reads history (the database's truth) and resubscribes.
+//
+// Rendering is keyed: each message owns one list item, and an event redraws only the message it
+// touches, so a streaming reply neither resets the reader's scroll position nor their selection
+// elsewhere on the page.
 (function () {
   "use strict";
 
   const root = document.getElementById("chat");
   const list = document.getElementById("messages");
+  const emptyState = document.getElementById("empty-state");
   const indicator = document.getElementById("connection");
   const errorBox = document.getElementById("chat-error");
   const composer = document.getElementById("composer");
+  const textarea = document.getElementById("message-text");
+  const sendButton = document.getElementById("send");
+  const composerNote = document.getElementById("composer-note");
   const conversationId = root.dataset.conversationId;
   const historyUrl = root.dataset.historyUrl;
   const sendUrl = root.dataset.sendUrl;
   const isDevice = root.dataset.device === "on"; // Main Chat only: Tasks never get device tools
-  const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+  const NEAR_BOTTOM_PX = 48;
+
+  // Plain words for the states a person sees; the codes stay in data attributes and classes.
+  const RUN_WORDS = {
+    pending: "Queued",
+    queued: "Queued",
+    running: "Replying…",
+    streaming: "Replying…",
+    waiting_device: "Waiting for your device",
+    pending_reconciliation: "Couldn't confirm — a person will check",
+    completed: "Completed",
+    failed: "Failed",
+    cancelled: "Stopped",
+  };
+  const TOOL_WORDS = {
+    requested: "Running…",
+    waiting_device: "Waiting for your device",
+    accepted: "Running on your device",
+    completed: "Done",
+    failed: "Failed",
+    uncertain: "Couldn't confirm — a person will check",
+  };
+  const ERROR_WORDS = {
+    device_timeout: "Your device did not answer in time.",
+    no_device: "No device of yours can run this.",
+    reconciled_failed: "Resolved by staff as not done.",
+    reconciled_succeeded: "Resolved by staff as done.",
+  };
 
   const state = {
-    messages: new Map(), // id -> {id, role, sequence, text, status}
+    messages: new Map(), // id -> {id, role, sequence, text, status, error}
     active: new Map(), // submissionId -> {messageId, status}
-    tools: new Map(), // toolCallId -> {messageId, toolName, state, detail}
-    errors: new Map(), // assistant messageId -> error text
+    tools: new Map(), // toolCallId -> {messageId, toolName, state, input, output, errorCode, errorMessage, device}
     lastSeq: 0,
   };
+  const nodes = new Map(); // message id -> {item, body, tools, footer, drawnText}
   let socket = null;
   let retryDelay = 500;
+  let failedCommand = null; // the command whose post failed for lack of a connection; its text is in the composer
 
   function setConnection(label, value) {
     indicator.dataset.state = label;
@@ -32,82 +68,198 @@
 
   async function loadHistory() {
     const messages = new Map();
+    const tools = new Map();
     let after = 0;
     let page;
     do {
       const result = await ImpoApi.call("GET", `${historyUrl}?afterSequence=${after}&limit=100`);
       if (!result.ok) throw new Error(result.body && result.body.error ? result.body.error.message : "history failed");
       page = result.body;
-      page.messages.forEach((message) => messages.set(message.id, message));
+      for (const message of page.messages) {
+        messages.set(message.id, { ...message });
+        for (const tool of message.tools || []) {
+          tools.set(tool.toolCallId, { ...tool, messageId: message.id });
+        }
+      }
       after = page.nextAfterSequence;
     } while (page.hasMore);
     state.messages = messages;
-    state.tools = new Map();
-    for (const message of messages.values()) {
-      for (const tool of message.tools || []) {
-        state.tools.set(tool.toolCallId, { messageId: message.id, toolName: tool.toolName, state: tool.state, detail: tool.errorCode || "" });
-      }
-    }
+    state.tools = tools;
     state.active = new Map(page.activeSubmissions.map((s) => [s.submissionId, { messageId: s.messageId, status: s.status }]));
     state.lastSeq = page.lastEventSeq;
-    render();
+    renderAll();
   }
 
-  function statusOf(messageId) {
+  function liveStatusOf(messageId) {
     for (const submission of state.active.values()) if (submission.messageId === messageId) return submission.status;
     return null;
   }
 
-  function submissionOf(messageId) {
-    for (const [id, submission] of state.active) if (submission.messageId === messageId) return id;
-    return null;
+  function nearBottom() {
+    return list.scrollHeight - list.scrollTop - list.clientHeight < NEAR_BOTTOM_PX;
   }
 
-  function render() {
-    const ordered = [...state.messages.values()].sort((a, b) => a.sequence - b.sequence);
-    list.replaceChildren(
-      ...ordered.map((message) => {
-        const item = document.createElement("li");
-        item.className = `message role-${message.role}`;
-        item.dataset.messageId = message.id;
-        const text = document.createElement("div");
-        text.className = "text";
-        text.textContent = message.text;
-        item.append(text);
-        for (const [callId, tool] of state.tools) {
-          if (tool.messageId !== message.id) continue;
-          const row = document.createElement("div");
-          row.className = `tool tool-${tool.state}`;
-          row.dataset.toolCallId = callId;
-          row.textContent = `${tool.toolName}: ${tool.state}${tool.detail ? ` — ${tool.detail}` : ""}`;
-          item.append(row);
+  // Redraws what changed, keeping the reader where they are unless they were following the end.
+  function withScrollKept(draw) {
+    const follow = nearBottom();
+    draw();
+    if (follow) list.scrollTop = list.scrollHeight;
+  }
+
+  function renderAll() {
+    withScrollKept(() => {
+      for (const id of [...nodes.keys()]) {
+        if (!state.messages.has(id)) {
+          nodes.get(id).item.remove();
+          nodes.delete(id);
         }
-        if (message.role === "assistant") {
-          const status = document.createElement("span");
-          const live = statusOf(message.id);
-          status.className = `status status-${live || message.status}`;
-          status.textContent = live || message.status;
-          item.append(status);
-          if (state.errors.has(message.id)) {
-            const error = document.createElement("div");
-            error.className = "error";
-            error.textContent = state.errors.get(message.id);
-            item.append(error);
-          }
-          const submissionId = submissionOf(message.id);
-          if (submissionId) {
-            const cancel = document.createElement("button");
-            cancel.className = "cancel";
-            cancel.type = "button";
-            cancel.textContent = "Cancel";
-            cancel.addEventListener("click", () => ImpoApi.call("POST", `/api/v1/submissions/${submissionId}/cancel`, {}));
-            item.append(cancel);
-          }
-        }
-        return item;
-      }),
-    );
-    list.scrollTop = list.scrollHeight;
+      }
+      for (const id of state.messages.keys()) drawMessage(id);
+      drawChrome();
+    });
+  }
+
+  function renderMessage(id) {
+    withScrollKept(() => {
+      drawMessage(id);
+      drawChrome();
+    });
+  }
+
+  function nodeFor(message) {
+    let node = nodes.get(message.id);
+    if (node) return node;
+    const item = document.createElement("li");
+    item.className = `message role-${message.role}`;
+    item.dataset.messageId = message.id;
+    const label = document.createElement("span");
+    label.className = "visually-hidden";
+    label.textContent = message.role === "user" ? "You said:" : "Agent:";
+    const tools = document.createElement("div");
+    tools.className = "tools";
+    const body = document.createElement("div");
+    body.className = message.role === "assistant" ? "text markdown" : "text";
+    const footer = document.createElement("div");
+    footer.className = "footer";
+    item.append(label, tools, body, footer);
+    node = { item, body, tools, footer, drawnText: null };
+    nodes.set(message.id, node);
+    // In sequence order: before the first message drawn with a later sequence.
+    const later = [...list.children].find((child) => {
+      const other = state.messages.get(child.dataset.messageId);
+      return other && other.sequence > message.sequence;
+    });
+    list.insertBefore(item, later || null);
+    return node;
+  }
+
+  function drawMessage(id) {
+    const message = state.messages.get(id);
+    if (!message) return;
+    const node = nodeFor(message);
+    if (node.drawnText !== message.text) {
+      if (message.role === "assistant") node.body.replaceChildren(ImpoMarkdown.render(message.text));
+      else node.body.textContent = message.text;
+      node.drawnText = message.text;
+    }
+    if (message.role !== "assistant") return;
+    drawTools(id, node);
+    drawFooter(message, node);
+  }
+
+  function drawTools(messageId, node) {
+    const seen = new Set();
+    for (const [callId, tool] of state.tools) {
+      if (tool.messageId !== messageId) continue;
+      seen.add(callId);
+      let row = node.tools.querySelector(`[data-tool-call-id="${CSS.escape(callId)}"]`);
+      if (!row) {
+        row = document.createElement("details");
+        row.dataset.toolCallId = callId;
+        const summary = document.createElement("summary");
+        const name = document.createElement("span");
+        name.className = "tool-name";
+        const words = document.createElement("span");
+        words.className = "tool-state";
+        summary.append(name, words);
+        const detail = document.createElement("div");
+        detail.className = "tool-detail";
+        row.append(summary, detail);
+        node.tools.append(row);
+      }
+      const waiting = tool.device || liveStatusOf(messageId) === "waiting_device";
+      const shown = tool.state === "requested" && waiting ? "waiting_device" : tool.state;
+      row.className = `tool tool-${tool.state}`;
+      row.dataset.state = tool.state;
+      row.querySelector(".tool-name").textContent = tool.toolName;
+      row.querySelector(".tool-state").textContent = TOOL_WORDS[shown] || tool.state;
+      row.querySelector(".tool-detail").replaceChildren(...toolDetail(tool));
+      if (tool.state === "failed" || tool.state === "uncertain") row.open = true;
+    }
+    for (const row of [...node.tools.children]) if (!seen.has(row.dataset.toolCallId)) row.remove();
+  }
+
+  function toolDetail(tool) {
+    const parts = [];
+    const block = (title, value, className) => {
+      const heading = document.createElement("div");
+      heading.className = "tool-label";
+      heading.textContent = title;
+      const pre = document.createElement("pre");
+      pre.className = className || "";
+      pre.textContent = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+      parts.push(heading, pre);
+    };
+    if (tool.input !== undefined && tool.input !== null && tool.input !== "") block("Arguments", tool.input);
+    if (tool.output && tool.output.reconciled) parts.push(paragraph("tool-note", "Resolved by staff as done."));
+    else if (tool.output !== undefined && tool.output !== null) block("Output", tool.output);
+    // A staff decision is shown as such, never with the wording (or name) the desk recorded it with.
+    const staff = tool.errorCode && tool.errorCode.startsWith("reconciled_");
+    const problem = staff ? ERROR_WORDS[tool.errorCode] : tool.errorMessage || ERROR_WORDS[tool.errorCode] || tool.errorCode;
+    if (problem) parts.push(paragraph("tool-error", problem));
+    return parts;
+  }
+
+  function paragraph(className, text) {
+    const element = document.createElement("p");
+    element.className = className;
+    element.textContent = text;
+    return element;
+  }
+
+  function drawFooter(message, node) {
+    const live = liveStatusOf(message.id);
+    const status = live || message.status;
+    const parts = [];
+    if (!message.text && (live === "queued" || live === "running")) {
+      const typing = document.createElement("span");
+      typing.className = "typing";
+      typing.setAttribute("role", "status");
+      typing.setAttribute("aria-label", "The agent is writing");
+      typing.append(document.createElement("i"), document.createElement("i"), document.createElement("i"));
+      parts.push(typing);
+    }
+    const badge = document.createElement("span");
+    // A finished reply needs no badge on screen; screen readers still hear that it finished.
+    badge.className = `status status-${status}${status === "completed" ? " visually-hidden" : ""}`;
+    badge.dataset.status = status;
+    badge.textContent = RUN_WORDS[status] !== undefined ? RUN_WORDS[status] : status;
+    parts.push(badge);
+    const error = message.error;
+    if (error && (status === "failed" || status === "pending_reconciliation")) {
+      parts.push(paragraph("error run-error", error.message || error.code));
+    }
+    node.footer.replaceChildren(...parts);
+    node.item.classList.toggle("is-active", Boolean(live));
+  }
+
+  // The parts of the page that depend on the whole conversation: the empty state and Send/Stop.
+  function drawChrome() {
+    emptyState.hidden = state.messages.size > 0;
+    const stopping = state.active.size > 0 && !textarea.value.trim();
+    sendButton.textContent = stopping ? "Stop" : "Send";
+    sendButton.dataset.mode = stopping ? "stop" : "send";
+    sendButton.setAttribute("aria-label", stopping ? "Stop the reply" : "Send message");
   }
 
   const handlers = {
@@ -116,34 +268,46 @@
       state.messages.set(userMessage.id, { ...userMessage, role: "user", status: "completed" });
       state.messages.set(assistantMessage.id, { ...assistantMessage, role: "assistant", text: "", status: "pending" });
       state.active.set(submissionId, { messageId: assistantMessage.id, status: "queued" });
+      return [userMessage.id, assistantMessage.id];
     },
     "run.started"(event) {
-      setActive(event.submissionId, "running");
+      return setActive(event.submissionId, "running");
     },
     "run.pending_reconciliation"(event) {
-      setActive(event.submissionId, "pending_reconciliation");
+      const id = setActive(event.submissionId, "pending_reconciliation");
+      const message = state.messages.get(id);
+      if (message) message.error = { code: "pending_reconciliation", message: event.payload.reason };
+      return id;
     },
     "text.delta"(event) {
       const message = state.messages.get(event.payload.messageId);
-      if (message) {
-        message.text += event.payload.delta;
-        message.status = "streaming";
-      }
+      if (!message) return null;
+      message.text += event.payload.delta;
+      message.status = "streaming";
+      return message.id;
     },
     "tool.requested"(event) {
-      trackTool(event, "requested");
+      const id = trackTool(event, { state: "requested", input: event.payload.input, device: Boolean(event.payload.device) });
       // Only the listing + claim authorise running it; the event is a wake-up, never an order.
       if (isDevice && event.payload.device && event.payload.device.deviceId === ImpoDevice.id) ImpoDevice.check();
+      return id;
     },
     "tool.accepted"(event) {
-      trackTool(event, "accepted");
+      const id = trackTool(event, { state: "accepted" });
       if (event.payload.status) setActive(event.submissionId, event.payload.status);
+      return id;
     },
     "tool.completed"(event) {
-      trackTool(event, event.payload.error ? "failed" : "completed", event.payload.error && event.payload.error.message);
+      const error = event.payload.error;
+      return trackTool(event, {
+        state: error ? "failed" : "completed",
+        output: error ? null : event.payload.output,
+        errorCode: error ? error.code : null,
+        errorMessage: error ? error.message : null,
+      });
     },
     "tool.uncertain"(event) {
-      trackTool(event, "uncertain", event.payload.code);
+      return trackTool(event, { state: "uncertain", errorCode: event.payload.code, errorMessage: event.payload.message });
     },
     "run.completed": finish,
     "run.failed": finish,
@@ -152,25 +316,32 @@
 
   function setActive(submissionId, status) {
     const submission = state.active.get(submissionId);
-    if (submission) submission.status = status;
+    if (!submission) return null;
+    submission.status = status;
+    return submission.messageId;
   }
 
-  function trackTool(event, toolState, detail) {
+  function trackTool(event, changes) {
     const submission = state.active.get(event.submissionId);
     const previous = state.tools.get(event.payload.toolCallId) || {};
+    const messageId = previous.messageId || (submission && submission.messageId) || event.payload.messageId;
     state.tools.set(event.payload.toolCallId, {
-      messageId: previous.messageId || (submission && submission.messageId) || event.payload.messageId,
+      ...previous,
+      messageId,
       toolName: event.payload.toolName || previous.toolName || "tool",
-      state: toolState,
-      detail: detail || "",
+      ...changes,
     });
+    return messageId;
   }
 
   function finish(event) {
     const message = state.messages.get(event.payload.messageId);
-    if (message) message.status = event.payload.status;
-    if (event.payload.error) state.errors.set(event.payload.messageId, event.payload.error.message);
+    if (message) {
+      message.status = event.payload.status;
+      message.error = event.payload.error || null;
+    }
     state.active.delete(event.submissionId);
+    return event.payload.messageId;
   }
 
   function apply(event) {
@@ -182,8 +353,8 @@
     }
     state.lastSeq = event.seq;
     const handler = handlers[event.type];
-    if (handler) handler(event);
-    render();
+    const touched = handler ? handler(event) : null;
+    for (const id of Array.isArray(touched) ? touched : [touched]) if (id) renderMessage(id);
   }
 
   function connect() {
@@ -192,6 +363,7 @@
     socket.addEventListener("open", () => {
       retryDelay = 500;
       setConnection("live", "live");
+      resendFailed();
     });
     socket.addEventListener("message", (message) => apply(JSON.parse(message.data)));
     socket.addEventListener("close", () => {
@@ -212,24 +384,81 @@
     }
   }
 
-  composer.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const text = composer.text.value;
+  function noteComposer(text) {
+    composerNote.textContent = text;
+    composerNote.hidden = !text;
+  }
+
+  // A post that failed for lack of a connection keeps its text in the composer and its command (and
+  // clientMessageId) in the pending store; it is posted again when the socket comes back.
+  async function deliver(command) {
+    const result = await ImpoApi.post(command);
+    if (result.ok) {
+      if (failedCommand === command) {
+        failedCommand = null;
+        if (textarea.value === command.body.text) textarea.value = "";
+      }
+      noteComposer("");
+    } else if (ImpoApi.isRetryable(result)) {
+      failedCommand = command;
+      if (!textarea.value) textarea.value = command.body.text;
+      noteComposer("Not sent yet: it will be sent when the connection returns.");
+    } else {
+      failedCommand = null;
+      if (!textarea.value) textarea.value = command.body.text;
+      noteComposer("");
+      ImpoApi.showError(errorBox, result.body);
+    }
+    drawChrome();
+    return result;
+  }
+
+  async function resendFailed() {
+    if (failedCommand && ImpoApi.isPending(failedCommand.body.clientMessageId)) await deliver(failedCommand);
+  }
+
+  async function send() {
+    const text = textarea.value;
     if (!text.trim()) return;
     errorBox.hidden = true;
-    composer.text.value = "";
-    const result = await ImpoApi.sendOnce(sendUrl, isDevice ? { text, deviceId: ImpoDevice.id } : { text });
-    if (!result.ok) {
-      ImpoApi.showError(errorBox, result.body);
-      if (result.status && result.status < 500) composer.text.value = text;
+    if (failedCommand && failedCommand.body.text === text) {
+      await deliver(failedCommand); // the same message again, under its first id
+      return;
     }
+    if (failedCommand) ImpoApi.forget(failedCommand); // replaced by what the person typed since
+    failedCommand = null;
+    const fields = isDevice ? { text, deviceId: ImpoDevice.id } : { text };
+    const command = ImpoApi.command(sendUrl, fields);
+    textarea.value = "";
+    drawChrome();
+    await deliver(command);
+  }
+
+  async function stop() {
+    await Promise.all([...state.active.keys()].map((id) => ImpoApi.call("POST", `/api/v1/submissions/${id}/cancel`, {})));
+  }
+
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (sendButton.dataset.mode === "stop") stop();
+    else send();
   });
+  textarea.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    event.preventDefault();
+    send();
+  });
+  textarea.addEventListener("input", drawChrome);
+  window.addEventListener("online", resendFailed);
 
   (async function start() {
     if (isDevice) await ImpoDevice.register();
     await loadHistory();
+    list.scrollTop = list.scrollHeight;
     connect();
-    await ImpoApi.resendPending(sendUrl);
+    for (const result of await ImpoApi.resendPending(sendUrl)) {
+      if (!result.ok && !ImpoApi.isRetryable(result)) ImpoApi.showError(errorBox, result.body);
+    }
     if (isDevice) await ImpoDevice.check();
   })().catch((error) => ImpoApi.showError(errorBox, { error: { message: String(error) } }));
 

@@ -1,0 +1,34 @@
+"""The admin index's reconciliation desk: how many records wait for a staff decision, each a link."""
+
+from django import template
+from django.urls import reverse
+
+from rebyte.models import CreationIntent, IntentState
+from runtime.models import Run, RunState
+from tools.models import ToolCall, ToolCallState
+
+register = template.Library()
+
+
+@register.simple_tag
+def reconciliation_desk() -> list[dict]:
+    return [
+        {
+            "key": "runs",
+            "label": "Runs pending reconciliation",
+            "count": Run.objects.filter(state=RunState.PENDING_RECONCILIATION).count(),
+            "url": f"{reverse('admin:runtime_run_changelist')}?state__exact={RunState.PENDING_RECONCILIATION}",
+        },
+        {
+            "key": "tool_calls",
+            "label": "Tool calls with an uncertain outcome",
+            "count": ToolCall.objects.filter(state=ToolCallState.UNCERTAIN).count(),
+            "url": f"{reverse('admin:tools_toolcall_changelist')}?state__exact={ToolCallState.UNCERTAIN}",
+        },
+        {
+            "key": "creation_intents",
+            "label": "Remote creations pending reconciliation",
+            "count": CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION).count(),
+            "url": f"{reverse('admin:rebyte_creationintent_changelist')}?open=pending",
+        },
+    ]

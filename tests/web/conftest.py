@@ -1,0 +1,119 @@
+"""The web chat in headless Chromium against daphne, a real worker and the Rebyte double."""
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.hashers import make_password
+
+from tests.factories import PASSWORD
+from tests.processes import ServiceProcess, start_web
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # The page plays `play_sound` through Web Audio; a real tab gets this from the user's first click.
+    "--autoplay-policy=no-user-gesture-required",
+]
+JS_MODULES = Path(__file__).resolve().parent.parent / "js" / "node_modules"
+
+
+@dataclass
+class Site:
+    web: ServiceProcess
+    base_url: str
+    browser: object
+
+    def new_page(self, **options):
+        page = self.browser.new_page(base_url=self.base_url, **options)
+        page.set_default_timeout(30_000)
+        return page
+
+
+def _verifiable_password(*users):
+    # Playwright's sync API runs an event loop in this thread, where Django refuses ORM calls:
+    # everything the test needs from the database (the users) is created before it starts.
+    for user in users:
+        user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what daphne's settings verify
+        user.save()
+
+
+@pytest.fixture
+def site(stack, user, other_user):
+    from playwright.sync_api import sync_playwright
+
+    _verifiable_password(user, other_user)
+    web, base_url = start_web(stack)
+    stack.start_worker()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield Site(web=web, base_url=base_url, browser=browser)
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(site):
+    return site.new_page()
+
+
+def log_in(page, user, *, wait_for_chat=True):
+    page.goto("/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    if wait_for_chat:
+        page.wait_for_selector("#connection[data-state=live]")
+
+
+def log_out(page):
+    page.click("#logout button")
+    page.wait_for_url("**/login/")
+
+
+def send(page, text):
+    page.fill("#message-text", text)
+    page.click("#send")
+
+
+def last_assistant(page):
+    return page.locator(".message.role-assistant").last
+
+
+def history(page) -> dict:
+    return page.evaluate("() => fetch('/api/v1/conversation').then((response) => response.json())")
+
+
+def submit_plan(page, title, goal, *, frequency=None, timeZone=None, **fields):
+    """Fills the Scheduled tasks form (selects by value, other fields by text) and saves it."""
+    form = "#schedule-form"
+    page.fill(f"{form} [name=title]", title)
+    page.fill(f"{form} [name=goal]", goal)
+    for name, value in (("frequency", frequency), ("timeZone", timeZone)):
+        if value:
+            page.select_option(f"{form} [name={name}]", value)
+    for name, value in fields.items():
+        if name == "weekdays":
+            for day in value:
+                page.check(f"{form} [name=weekdays][value='{day}']")
+        else:
+            page.fill(f"{form} [name={name}]", value)
+    page.click("#schedule-save")
+
+
+def run_axe(page) -> list[dict]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    page.add_script_tag(path=str(JS_MODULES / "axe-core" / "axe.min.js"))
+    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]]}
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]

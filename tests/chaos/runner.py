@@ -21,6 +21,11 @@ from tests.chaos.websocket import Closed, WebsocketConnection
 from tests.processes import ServiceProcess, Stack, wait_until
 
 SETTLED_STATES = {"completed", "failed", "cancelled", "pending_reconciliation"}
+# Liveness, stated: once the last fault is over, every accepted command settles within this bound (a lease,
+# a sweep, the provider backoff cap and the backlog two workers drain on a loaded machine); and at no time
+# do unsettled runs sit for this long without a single event anywhere (that would be every worker blocked).
+LIVENESS_BOUND_SECONDS = 90.0
+STALL_BOUND_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,8 @@ class Figures:
     faults: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+    settled_after_faults: float | None = None
+    longest_stall: float = 0.0
 
     def summary(self, seed: int) -> str:
         faults = ", ".join(f"{name}={count}" for name, count in sorted(self.faults.items())) or "none"
@@ -161,6 +168,9 @@ class Figures:
             f"  scenarios (conversations): {self.scenarios}, commands accepted: {self.commands}",
             f"  faults injected: {sum(self.faults.values())} ({faults})",
             f"  run outcomes: {outcomes}",
+            f"  liveness: settled {self.settled_after_faults or 0:.1f} s after the last fault "
+            f"(bound {LIVENESS_BOUND_SECONDS:.0f} s); longest stretch without progress {self.longest_stall:.1f} s "
+            f"(bound {STALL_BOUND_SECONDS:.0f} s)",
             f"  violations found: {len(self.violations)}",
             *(f"    - {violation}" for violation in self.violations),
         ]
@@ -182,6 +192,8 @@ class ChaosRun:
         self.deadline = 0.0
         self._driving_done = threading.Event()
         self._fault_lock = threading.Lock()
+        self._faults_ended = 0.0
+        self._monitoring = threading.Event()
 
     # --- the whole run ---------------------------------------------------------------------------
 
@@ -198,12 +210,15 @@ class ChaosRun:
         ]
         faults = threading.Thread(target=self._inject_faults, name="faults", daemon=True)
         faults.start()
+        self._monitor = threading.Thread(target=self._watch_progress, name="progress", daemon=True)
+        self._monitor.start()
         for driver in drivers:
             driver.start()
         for driver in drivers:
             driver.join(timeout=max(1.0, self.deadline - time.monotonic() + 120))
         self._driving_done.set()
         faults.join(timeout=120)
+        self._faults_ended = time.monotonic()
         self._replace_dead_workers()
 
     def settle(self, timeout: float) -> None:
@@ -217,6 +232,17 @@ class ChaosRun:
             interval=0.25,
             what="every chaos run to settle",
         )
+        self.figures.settled_after_faults = time.monotonic() - self._faults_ended
+        if self.figures.settled_after_faults > LIVENESS_BOUND_SECONDS:
+            self.figures.violations.append(
+                f"liveness: commands settled {self.figures.settled_after_faults:.1f} s after the last fault"
+            )
+        self._monitoring.set()
+        self._monitor.join(timeout=10)
+        if self.figures.longest_stall > STALL_BOUND_SECONDS:
+            self.figures.violations.append(
+                f"liveness: {self.figures.longest_stall:.1f} s with unsettled runs and no progress at all"
+            )
         self._wait_for_watchers(timeout=30)
 
     def stop_watchers(self) -> None:
@@ -332,6 +358,33 @@ class ChaosRun:
         except TimeoutError as exc:
             self.figures.violations.append(str(exc))
 
+    # --- liveness ---------------------------------------------------------------------------------
+
+    def _watch_progress(self) -> None:
+        """Samples, once a second, whether runs are unsettled and whether any event was written since."""
+        from django.db import connection
+
+        from runtime.models import Event, Run
+
+        user_ids = [user.id for user in self.users]
+        last_event, stalled_since = None, None
+        try:
+            while not self._monitoring.wait(1.0):
+                newest = Event.objects.filter(conversation__owner_id__in=user_ids).order_by("-id").values("id")[:1]
+                newest = newest[0]["id"] if newest else 0
+                unsettled = (
+                    Run.objects.filter(submission__owner_id__in=user_ids).exclude(state__in=SETTLED_STATES).exists()
+                )
+                now = time.monotonic()
+                if unsettled and newest == last_event:
+                    stalled_since = stalled_since or now
+                    self.figures.longest_stall = max(self.figures.longest_stall, now - stalled_since)
+                else:
+                    stalled_since = None
+                last_event = newest
+        finally:
+            connection.close()
+
     # --- faults ----------------------------------------------------------------------------------
 
     def _inject_faults(self) -> None:
@@ -349,6 +402,8 @@ class ChaosRun:
             (self._provider_fault, 5),
             (self._duplicate_delivery, 3),
             (self._reconnect_client, 3),
+            (self._compound_faults, 2),
+            (self._fault_during_recovery, 2),
         ]
         # Every run kills at least one worker mid-flight; the rest is drawn by weight.
         inject = self._kill_worker
@@ -367,6 +422,28 @@ class ChaosRun:
         self._count("worker_sigkill")
         self.workers.remove(victim)
         self.workers.append(self.stack.start_worker(f"chaos-worker-r{sum(self.figures.faults.values())}"))
+
+    def _compound_faults(self, rng: random.Random) -> None:
+        """Several faults at once: a dead worker, provider failures and a redelivered wake-up together."""
+        for inject in rng.sample(
+            [self._kill_worker, self._provider_fault, self._provider_fault, self._duplicate_delivery], k=3
+        ):
+            inject(rng)
+        self._count("compound")
+
+    RECOVERY_FAULTS = [
+        ("list_turns", "http_error", {"status": 503}),
+        ("list_items", "http_error", {"status": 502}),
+        ("session_events", "cut_stream", {"after_events": 0}),
+        ("input_tool_result", "drop_response", {}),
+    ]
+
+    def _fault_during_recovery(self, rng: random.Random) -> None:
+        """Kills a worker and arms faults its successor meets while it resumes the run."""
+        self._kill_worker(rng)
+        for op, mode, options in rng.sample(self.RECOVERY_FAULTS, k=2):
+            self.stack.double.fault(op, mode, times=rng.randint(1, 3), **options)
+            self._count(f"recovery:{op}:{mode}")
 
     def _replace_dead_workers(self) -> None:
         for worker in [worker for worker in self.workers if not worker.alive]:

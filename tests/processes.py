@@ -1,6 +1,7 @@
 """Real service processes for tests: started on free loopback ports, waited for, always stopped."""
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -169,6 +170,10 @@ class Stack:
             "IMPO_RUN_LEASE_SECONDS": str(self.LEASE_SECONDS),
             "IMPO_REWAKE_AFTER_SECONDS": "1",
             "IMPO_SWEEP_INTERVAL_SECONDS": "0.3",
+            # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.
+            "DJANGO_DEBUG": "false",
+            "DJANGO_HTTPS": "false",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         }
         self.processes: list[ServiceProcess] = []
 

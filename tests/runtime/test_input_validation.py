@@ -124,3 +124,18 @@ def test_a_wrong_method_is_refused_with_an_ica_error(api):
 
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_deeply_nested_body_within_64_kib_is_an_invalid_request_not_a_crash(api):
+    depth = 30_000
+    raw = b'{"clientMessageId": "m", "text": "hi", "clientContext": ' + b"[" * depth + b"]" * depth + b"}"
+    assert len(raw) < 64 * 1024
+
+    assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"), "nested")
+    assert Submission.objects.count() == 0
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(api):
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "[" * 5000 + '{"' * 100}, format="json")
+
+    assert response.status_code == 202

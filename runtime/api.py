@@ -31,7 +31,7 @@ def _page_of(conversation, query_params) -> dict:
 
 class MainChatMessagesView(APIView):
     @extend_schema(
-        request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 409, *WRITE_ERRORS)
+        request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 404, 409, *WRITE_ERRORS)
     )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command()

@@ -11,6 +11,9 @@ from impo.middleware import request_id_for
 
 logger = logging.getLogger(__name__)
 
+# What a 401 tells the client to present, on every transport that can answer 401.
+WWW_AUTHENTICATE = 'Bearer realm="api"'
+
 
 class ApplicationError(Exception):
     """A refusal the client can act on; services raise it, the API boundary renders it."""
@@ -104,7 +107,7 @@ def ica_exception_handler(exc, context):
         if isinstance(exc, exc_class):
             response = Response(error_body(request, code, str(exc.detail), status == 429), status=status)
             if status == 401:
-                response["WWW-Authenticate"] = 'Bearer realm="api"'
+                response["WWW-Authenticate"] = WWW_AUTHENTICATE
             return response
     if isinstance(exc, DatabaseError):
         # Nothing was saved (the transaction rolled back), so retrying the same command is safe.
@@ -114,6 +117,13 @@ def ica_exception_handler(exc, context):
             status=503,
         )
     return None
+
+
+def unauthorized(request) -> JsonResponse:
+    """The 401 of a view outside DRF (the SSE stream), the same as DRF's: ICA body and the challenge."""
+    response = JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
+    response["WWW-Authenticate"] = WWW_AUTHENTICATE
+    return response
 
 
 def json_not_found(request, exception=None):

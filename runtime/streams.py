@@ -13,9 +13,9 @@ import time
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.http import JsonResponse, StreamingHttpResponse
-from rest_framework.authtoken.models import Token
 
-from impo.errors import NotFound, error_body
+from impo.authentication import arequest_user
+from impo.errors import NotFound, error_body, unauthorized
 from runtime import selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
@@ -25,9 +25,9 @@ KEEPALIVE_SECONDS = 15.0
 
 
 async def submission_stream(request, submission_id):
-    user = await _authenticated_user(request)
+    user = await arequest_user(request)
     if user is None:
-        return JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
+        return unauthorized(request)
     try:
         submission = await sync_to_async(selectors.submission_for_owner)(user, submission_id)
     except NotFound as exc:
@@ -37,16 +37,6 @@ async def submission_stream(request, submission_id):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
-
-
-async def _authenticated_user(request):
-    authorization = request.headers.get("Authorization", "")
-    if authorization.startswith("Bearer "):
-        key = authorization.removeprefix("Bearer ").strip()
-        token = await Token.objects.select_related("user").filter(key=key, user__is_active=True).afirst()
-        return token.user if token else None
-    user = await request.auser()
-    return user if user.is_authenticated else None
 
 
 def _frame(chunk: dict) -> str:

@@ -1,6 +1,7 @@
 """ICA v1 errors: every failure leaves as `{"error": {code, message, retryable}, "requestId"}`."""
 
 import logging
+import math
 
 from django.db import DatabaseError
 from django.http import Http404, JsonResponse
@@ -21,12 +22,21 @@ class ApplicationError(Exception):
     status = 400
     code = "invalid_request"
     retryable = False
+    retry_after: int | None = None  # seconds, sent as `Retry-After`
 
     def __init__(
-        self, message: str, *, code: str | None = None, status: int | None = None, retryable: bool | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
     ):
         super().__init__(message)
         self.message = message
+        if retry_after is not None:
+            self.retry_after = max(1, math.ceil(retry_after))
         if code is not None:
             self.code = code
         if status is not None:
@@ -62,6 +72,18 @@ class Gone(ApplicationError):
     status = 410
 
 
+class RateLimited(ApplicationError):
+    status = 429
+    code = "rate_limited"
+    retryable = True
+
+
+class ServiceUnavailable(ApplicationError):
+    status = 503
+    code = "service_unavailable"
+    retryable = True
+
+
 def error_body(request, code: str, message: str, retryable: bool = False) -> dict:
     return {
         "error": {"code": code, "message": message, "retryable": retryable},
@@ -92,10 +114,22 @@ _DRF_CODES = {
 }
 
 
+def _application_error(response_class, request, exc: ApplicationError):
+    response = response_class(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def application_error_response(request, exc: ApplicationError) -> JsonResponse:
+    """An ApplicationError raised behind a view outside DRF (the SSE stream, the login form)."""
+    return _application_error(JsonResponse, request, exc)
+
+
 def ica_exception_handler(exc, context):
     request = context["request"]
     if isinstance(exc, ApplicationError):
-        return Response(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+        return _application_error(Response, request, exc)
     if isinstance(exc, drf_exceptions.ValidationError):
         message = _first_validation_message(exc.detail)
         return Response(error_body(request, "invalid_request", message), status=400)

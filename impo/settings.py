@@ -220,3 +220,13 @@ IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", def
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
+
+# Per-user limits (README "Security"), counted in Redis and shared by every web process. Admission, streams
+# and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);
+# login fails closed.
+IMPO_LIMIT_ADMISSIONS_PER_MINUTE = env.int("IMPO_LIMIT_ADMISSIONS_PER_MINUTE", default=30)
+IMPO_LIMIT_ACTIVE_RUNS = env.int("IMPO_LIMIT_ACTIVE_RUNS", default=20)
+IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
+IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
+IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
+IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)

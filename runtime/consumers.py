@@ -11,10 +11,12 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from runtime import selectors, subscribers
+from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 
 CATCH_UP_INTERVAL_SECONDS = 5.0
+# Application close code (4000-4999) for "too many open sockets": 4000 + the HTTP status it stands for.
+RATE_LIMITED_CLOSE_CODE = 4429
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
@@ -28,6 +30,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(selectors.owns_conversation)(user, conversation_id):
             await self.close()
             return
+        slot = limits.websocket_slot(user)
+        if not await asyncio.to_thread(slot.acquire):
+            # A refusal before accept is a bare 403; accepting first lets the client read why and back off.
+            await self.accept()
+            await self.close(code=RATE_LIMITED_CLOSE_CODE, reason=slot.refusal().message)
+            return
+        self.slot = slot
         self.conversation_id = conversation_id
         self.last_sent_seq = after
         self.subscriber_id = subscribers.new_subscriber_id()
@@ -41,11 +50,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.periodic_catch_up = asyncio.create_task(self._catch_up_periodically())
 
     async def disconnect(self, code):
-        if not hasattr(self, "periodic_catch_up"):
+        if not hasattr(self, "slot"):
             return
-        self.periodic_catch_up.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.periodic_catch_up
+        await asyncio.to_thread(self.slot.release)
+        if hasattr(self, "periodic_catch_up"):
+            self.periodic_catch_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.periodic_catch_up
         await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
         for submission_id in self.watched_submissions:
             await asyncio.to_thread(subscribers.remove, submission_id, self.subscriber_id)
@@ -78,6 +89,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(CATCH_UP_INTERVAL_SECONDS)
             await self._catch_up()
             await self._refresh_subscriptions()
+            await asyncio.to_thread(self.slot.refresh)
 
     async def _refresh_subscriptions(self):
         active = await database_sync_to_async(selectors.active_submission_ids)(self.conversation_id)

@@ -12,11 +12,11 @@ import time
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
 from impo.authentication import arequest_user
-from impo.errors import NotFound, error_body, unauthorized
-from runtime import selectors, subscribers
+from impo.errors import NotFound, application_error_response, unauthorized
+from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
 
@@ -31,8 +31,11 @@ async def submission_stream(request, submission_id):
     try:
         submission = await sync_to_async(selectors.submission_for_owner)(user, submission_id)
     except NotFound as exc:
-        return JsonResponse(error_body(request, exc.code, exc.message), status=404)
-    response = StreamingHttpResponse(_sse(submission), content_type="text/event-stream")
+        return application_error_response(request, exc)
+    slot = limits.stream_slot(user)
+    if not await asyncio.to_thread(slot.acquire):
+        return application_error_response(request, slot.refusal())
+    response = StreamingHttpResponse(_sse(submission, slot), content_type="text/event-stream")
     response["x-vercel-ai-ui-message-stream"] = "v1"
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -43,7 +46,7 @@ def _frame(chunk: dict) -> str:
     return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
 
 
-async def _sse(submission):
+async def _sse(submission, slot: limits.Slot):
     submission_id = str(submission.id)
     stream = UIMessageStream(message_id=str(submission.assistant_message_id), submission_id=submission_id)
     layer = get_channel_layer()
@@ -75,8 +78,10 @@ async def _sse(submission):
             if time.monotonic() - last_keepalive >= KEEPALIVE_SECONDS:
                 last_keepalive = time.monotonic()
                 await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
+                await asyncio.to_thread(slot.refresh)
                 yield ": keepalive\n\n"
         yield "data: [DONE]\n\n"
     finally:
         await layer.group_discard(group, channel)
         await asyncio.to_thread(subscribers.remove, submission_id, subscriber_id)
+        await asyncio.to_thread(slot.release)

@@ -1,12 +1,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from impo.login import throttled_login
 from runtime import web
 
 urlpatterns = [
     path("", web.main_chat, name="main-chat"),
     path("tasks/", web.task_list, name="task-list"),
     path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

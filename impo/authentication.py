@@ -28,16 +28,15 @@ def user_for_token(key: str):
     return token.user if token else None
 
 
-auser_for_token = sync_to_async(user_for_token)
-
-
-async def arequest_user(request):
-    """The user of a plain (non-DRF) async view: a presented token decides alone, else the session."""
+def request_user(request):
+    """The user of a plain (non-DRF) view, or None: a presented token decides alone, else the session."""
     key = bearer_key(request.headers.get("Authorization", ""))
     if key is not None:
-        return await auser_for_token(key)
-    user = await request.auser()
-    return user if user.is_authenticated else None
+        return user_for_token(key)
+    return request.user if request.user.is_authenticated else None
+
+
+arequest_user = sync_to_async(request_user)
 
 
 class BearerTokenAuthentication(TokenAuthentication):

@@ -38,6 +38,8 @@ def check_admission(owner, client_message_id: str) -> None:
         wait = None
     if wait is not None:
         raise RateLimited(f"More than {allowed} messages a minute.", retry_after=wait)
+    # Counted before the admission transaction, so commands arriving together may overshoot by the number in
+    # flight (which the rate above bounds): the cap limits spend, it is not an invariant of the data.
     active = Run.objects.filter(submission__owner=owner, state__in=COUNTED_RUN_STATES).count()
     if active >= settings.IMPO_LIMIT_ACTIVE_RUNS:
         raise RateLimited(

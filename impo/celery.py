@@ -1,9 +1,45 @@
+import logging
 import os
 
-from celery import Celery
+import redis
+from celery import Celery, bootsteps
+
+from impo import workers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
+
+logger = logging.getLogger(__name__)
 
 app = Celery("impo")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """Tells `/ready` this worker is alive, from the worker's own timer (a stuck pool still beats: liveness
+    of the process, not of every child)."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def start(self, worker):
+        self.worker_name = worker.hostname
+        self._beat()
+        self.timer_entry = worker.timer.call_repeatedly(workers.HEARTBEAT_INTERVAL_SECONDS, self._beat)
+
+    def stop(self, worker):
+        if getattr(self, "timer_entry", None) is not None:
+            self.timer_entry.cancel()
+        try:
+            workers.stopped(self.worker_name)
+        except redis.RedisError as exc:
+            logger.warning("could not withdraw the heartbeat: %s", exc)
+
+    def _beat(self):
+        try:
+            workers.beat(self.worker_name)
+        except redis.RedisError as exc:
+            # The next beat tries again; /ready reports the gap if it lasts.
+            logger.warning("worker heartbeat failed: %s", exc)
+
+
+app.steps["worker"].add(Heartbeat)

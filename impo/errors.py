@@ -1,6 +1,7 @@
 """ICA v1 errors: every failure leaves as `{"error": {code, message, retryable}, "requestId"}`."""
 
 import logging
+import math
 
 from django.db import DatabaseError
 from django.http import Http404, JsonResponse
@@ -11,6 +12,9 @@ from impo.middleware import request_id_for
 
 logger = logging.getLogger(__name__)
 
+# What a 401 tells the client to present, on every transport that can answer 401.
+WWW_AUTHENTICATE = 'Bearer realm="api"'
+
 
 class ApplicationError(Exception):
     """A refusal the client can act on; services raise it, the API boundary renders it."""
@@ -18,12 +22,21 @@ class ApplicationError(Exception):
     status = 400
     code = "invalid_request"
     retryable = False
+    retry_after: int | None = None  # seconds, sent as `Retry-After`
 
     def __init__(
-        self, message: str, *, code: str | None = None, status: int | None = None, retryable: bool | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
     ):
         super().__init__(message)
         self.message = message
+        if retry_after is not None:
+            self.retry_after = max(1, math.ceil(retry_after))
         if code is not None:
             self.code = code
         if status is not None:
@@ -59,6 +72,18 @@ class Gone(ApplicationError):
     status = 410
 
 
+class RateLimited(ApplicationError):
+    status = 429
+    code = "rate_limited"
+    retryable = True
+
+
+class ServiceUnavailable(ApplicationError):
+    status = 503
+    code = "service_unavailable"
+    retryable = True
+
+
 def error_body(request, code: str, message: str, retryable: bool = False) -> dict:
     return {
         "error": {"code": code, "message": message, "retryable": retryable},
@@ -89,10 +114,22 @@ _DRF_CODES = {
 }
 
 
+def _application_error(response_class, request, exc: ApplicationError):
+    response = response_class(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def application_error_response(request, exc: ApplicationError) -> JsonResponse:
+    """An ApplicationError raised behind a view outside DRF (the SSE stream, the login form)."""
+    return _application_error(JsonResponse, request, exc)
+
+
 def ica_exception_handler(exc, context):
     request = context["request"]
     if isinstance(exc, ApplicationError):
-        return Response(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+        return _application_error(Response, request, exc)
     if isinstance(exc, drf_exceptions.ValidationError):
         message = _first_validation_message(exc.detail)
         return Response(error_body(request, "invalid_request", message), status=400)
@@ -104,7 +141,7 @@ def ica_exception_handler(exc, context):
         if isinstance(exc, exc_class):
             response = Response(error_body(request, code, str(exc.detail), status == 429), status=status)
             if status == 401:
-                response["WWW-Authenticate"] = 'Bearer realm="api"'
+                response["WWW-Authenticate"] = WWW_AUTHENTICATE
             return response
     if isinstance(exc, DatabaseError):
         # Nothing was saved (the transaction rolled back), so retrying the same command is safe.
@@ -114,6 +151,13 @@ def ica_exception_handler(exc, context):
             status=503,
         )
     return None
+
+
+def unauthorized(request) -> JsonResponse:
+    """The 401 of a view outside DRF (the SSE stream), the same as DRF's: ICA body and the challenge."""
+    response = JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
+    response["WWW-Authenticate"] = WWW_AUTHENTICATE
+    return response
 
 
 def json_not_found(request, exception=None):

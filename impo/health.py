@@ -5,10 +5,12 @@ import asyncio
 import psycopg
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from temporalio.client import Client as TemporalClient
 
+from impo import workers
+from impo.authentication import request_user
 from impo.middleware import request_id_for
 
 READINESS_TIMEOUT_SECONDS = 2.0
@@ -58,17 +60,44 @@ def _temporal_ready() -> str | None:
     return None
 
 
+def _workers_ready() -> str | None:
+    try:
+        alive = workers.alive_count()
+    except redis.RedisError as exc:
+        return str(exc)
+    return None if alive else "no worker has sent a heartbeat recently"
+
+
+def _staff(request) -> bool:
+    try:
+        user = request_user(request)
+    except DatabaseError:
+        return False  # with the database down nobody can be recognised, so nobody gets the detail
+    return user is not None and user.is_staff
+
+
 def ready(request):
-    checks = {"database": _database_ready(), "redis": _redis_ready(), "temporal": _temporal_ready()}
+    checks = {
+        "database": _database_ready(),
+        "redis": _redis_ready(),
+        "temporal": _temporal_ready(),
+        "workers": _workers_ready(),
+    }
     failing = {name: problem for name, problem in checks.items() if problem is not None}
     body = {
         "status": "ready" if not failing else "unavailable",
         "checks": {name: ("ok" if problem is None else "failing") for name, problem in checks.items()},
     }
     if failing:
+        # Exception text names hosts, ports and versions: only staff see it.
+        detailed = _staff(request)
         body["error"] = {
             "code": "not_ready",
-            "message": "; ".join(f"{name}: {problem}" for name, problem in failing.items()),
+            "message": (
+                "; ".join(f"{name}: {problem}" for name, problem in failing.items())
+                if detailed
+                else "Not ready: " + ", ".join(failing) + "."
+            ),
             "retryable": True,
         }
         body["requestId"] = request_id_for(request)

@@ -23,6 +23,7 @@ _ERROR_DESCRIPTIONS = {
     409: "A conflict: the same idempotency key with a different body, or a stale revision or state.",
     410: "The object expired or was cancelled.",
     415: "unsupported_media_type: the body is not application/json.",
+    429: "rate_limited (retryable): a per-user limit; `Retry-After` says when to try again.",
     503: "service_unavailable (retryable): nothing was saved; the same command may be retried.",
 }
 

@@ -46,6 +46,15 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictUUIDField(serializers.UUIDField):
+    """Only a UUID string: DRF's own field would also turn a JSON number (or `false`, an int) into a UUID."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a UUID string.")
+        return super().to_internal_value(data)
+
+
 def validated(serializer_class, data) -> serializers.Serializer:
     """A bound serializer whose data passed validation; a failure is the ICA 400 `invalid_request`."""
     serializer = serializer_class(data=data)

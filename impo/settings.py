@@ -10,10 +10,35 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="impo-local-development-only")
-DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# A local checkout runs with DEBUG on and a throwaway key; a deployment says DJANGO_DEBUG=false and must then
+# bring its own key: there is no default a stranger could read here and use to forge sessions.
+DEBUG = env.bool("DJANGO_DEBUG", default=True)
+if DEBUG:
+    SECRET_KEY = env("DJANGO_SECRET_KEY", default="impo-local-development-only")
+else:
+    SECRET_KEY = env("DJANGO_SECRET_KEY", default="")
+    if not SECRET_KEY:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false.")
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+# Origins (scheme://host[:port]) other than the site's own that may post forms and open session websockets.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# Served over HTTPS (by daphne itself or behind a TLS-terminating proxy): on by default without DEBUG.
+# A deployment that really serves plain HTTP on a private network (the test harness does) turns it off.
+SERVED_OVER_HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
+SECURE_SSL_REDIRECT = SERVED_OVER_HTTPS
+# Load balancers probe over plain HTTP inside the network; a redirect would read as "down".
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^ready$"]
+SESSION_COOKIE_SECURE = SERVED_OVER_HTTPS
+CSRF_COOKIE_SECURE = SERVED_OVER_HTTPS
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if SERVED_OVER_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=SERVED_OVER_HTTPS)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=SERVED_OVER_HTTPS)
+# Behind a proxy that terminates TLS, Django sees plain HTTP; only a proxy that always sets (and never
+# forwards a client's) X-Forwarded-Proto may be trusted with it, hence opt-in.
+if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "daphne",
@@ -226,3 +251,13 @@ IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
+
+# Per-user limits (README "Security"), counted in Redis and shared by every web process. Admission, streams
+# and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);
+# login fails closed.
+IMPO_LIMIT_ADMISSIONS_PER_MINUTE = env.int("IMPO_LIMIT_ADMISSIONS_PER_MINUTE", default=30)
+IMPO_LIMIT_ACTIVE_RUNS = env.int("IMPO_LIMIT_ACTIVE_RUNS", default=20)
+IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
+IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
+IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
+IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from impo import health
+from impo.login import throttled_login
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
 handler400 = "runtime.web.bad_request"
@@ -16,6 +17,8 @@ urlpatterns = [
     path("api/v1/", include("runtime.urls")),
     path("api/v1/", include("scheduling.urls")),
     path("api/v1/", include("tools.urls")),
+    # The admin's password form is guarded like the web login (before the admin's own route to it).
+    path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
     path("", include("runtime.web_urls")),
 ]

@@ -26,8 +26,8 @@ def _is_open(intent) -> bool:
 
 
 def _recheck(request, intent) -> str:
-    with provider_client() as client:
-        settled = services.reconcile_intent(intent.id, client)
+    with provider_gateway() as gateway:
+        settled = services.reconcile_intent(intent.id, gateway)
     return f"Re-checked with the provider: now {settled.state}."
 
 

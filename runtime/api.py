@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import StrictSerializer, json_object_schema, validated
-from runtime import selectors, services
+from runtime import limits, selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
     MessageCommandSerializer,
@@ -18,6 +18,8 @@ from runtime.serializers import (
 )
 
 _object_response = json_object_schema("JsonObject")
+# Commands that start a run are limited per user (429 rate_limited with Retry-After).
+ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
 
 
 def _message_receipt(receipt: services.Receipt) -> dict:
@@ -31,10 +33,12 @@ def _page_of(conversation, query_params) -> dict:
 
 class MainChatMessagesView(APIView):
     @extend_schema(
-        request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 409, *WRITE_ERRORS)
+        request=MessageCommandSerializer,
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
     )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command()
+        limits.check_admission(request.user, command.client_message_id)
         receipt = services.submit_main_chat_message(owner=request.user, command=command)
         return Response(_message_receipt(receipt), status=202)
 
@@ -51,11 +55,15 @@ class TasksView(APIView):
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
-    @extend_schema(request=TaskCreateSerializer, responses=responses({202: TaskReceiptSerializer}, 409, *WRITE_ERRORS))
+    @extend_schema(
+        request=TaskCreateSerializer, responses=responses({202: TaskReceiptSerializer}, 409, *ADMISSION_ERRORS)
+    )
     def post(self, request):
         serializer = validated(TaskCreateSerializer, request.data)
+        command = serializer.to_command()
+        limits.check_admission(request.user, command.client_message_id)
         receipt = services.create_task(
-            owner=request.user, command=serializer.to_command(), title=serializer.validated_data.get("title")
+            owner=request.user, command=command, title=serializer.validated_data.get("title")
         )
         return Response(
             {
@@ -70,10 +78,11 @@ class TasksView(APIView):
 class TaskMessagesView(APIView):
     @extend_schema(
         request=MessageCommandSerializer,
-        responses=responses({202: MessageReceiptSerializer}, 404, 409, *WRITE_ERRORS),
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
     )
     def post(self, request, task_id: uuid.UUID):
         command = validated(MessageCommandSerializer, request.data).to_command()
+        limits.check_admission(request.user, command.client_message_id)
         receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
         return Response(_message_receipt(receipt), status=202)
 

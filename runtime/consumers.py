@@ -14,13 +14,15 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import RedisError
 
-from runtime import selectors, subscribers
+from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 
 logger = logging.getLogger(__name__)
 
 CATCH_UP_INTERVAL_SECONDS = 5.0
 POLL_WITHOUT_PUSH_SECONDS = 1.0
+# Application close code (4000-4999) for "too many open sockets": 4000 + the HTTP status it stands for.
+RATE_LIMITED_CLOSE_CODE = 4429
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
@@ -34,6 +36,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(selectors.owns_conversation)(user, conversation_id):
             await self.close()
             return
+        slot = limits.websocket_slot(user)
+        if not await asyncio.to_thread(slot.acquire):
+            # A refusal before accept is a bare 403; accepting first lets the client read why and back off.
+            await self.accept()
+            await self.close(code=RATE_LIMITED_CLOSE_CODE, reason=slot.refusal().message)
+            return
+        self.slot = slot
         self.conversation_id = conversation_id
         self.last_sent_seq = after
         self.subscriber_id = subscribers.new_subscriber_id()
@@ -47,11 +56,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.periodic_catch_up = asyncio.create_task(self._catch_up_periodically())
 
     async def disconnect(self, code):
-        if not hasattr(self, "periodic_catch_up"):
+        if not hasattr(self, "slot"):
             return
-        self.periodic_catch_up.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.periodic_catch_up
+        await asyncio.to_thread(self.slot.release)
+        if hasattr(self, "periodic_catch_up"):
+            self.periodic_catch_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.periodic_catch_up
         if self.joined:
             with contextlib.suppress(RedisError, OSError):
                 await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
@@ -90,6 +101,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                     self.joined = await self._join()
                 await self._catch_up()
                 await self._refresh_subscriptions()
+                await asyncio.to_thread(self.slot.refresh)
             except Exception:
                 # A database restart or a Redis outage must not leave the socket silent for good.
                 logger.exception("catch-up of conversation %s failed; retrying", self.conversation_id)

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictSerializer
+from impo.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.time_zones import iana_time_zone_names
 from runtime.services import TASK_TITLE_MAX, MessageCommand
 
@@ -18,13 +18,14 @@ class ClientContextSerializer(StrictSerializer):
         allow_null=True,
         error_messages={"invalid_choice": "Must be an IANA time zone name."},
     )
-    currentDate = serializers.CharField(required=False, allow_null=True, max_length=64)
+    # A string as sent (DRF's CharField would also turn a JSON number into one).
+    currentDate = CleanTextField(required=False, allow_null=True, max_length=64)
 
 
 class MessageCommandSerializer(StrictSerializer):
     clientMessageId = CleanTextField(max_length=CLIENT_MESSAGE_ID_MAX)
     text = CleanTextField(max_length=MESSAGE_TEXT_MAX)
-    deviceId = serializers.UUIDField(required=False, allow_null=True)
+    deviceId = StrictUUIDField(required=False, allow_null=True)
     clientContext = ClientContextSerializer(required=False, allow_null=True)
 
     def to_command(self) -> MessageCommand:
@@ -40,6 +41,8 @@ class MessageCommandSerializer(StrictSerializer):
 class TaskCreateSerializer(MessageCommandSerializer):
     text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
+    # Tasks never run device tools, so a new task names no device (DESIGN §2): the field is unknown here.
+    deviceId = None
 
 
 class ConversationPageQuerySerializer(StrictSerializer):

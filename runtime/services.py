@@ -33,6 +33,7 @@ from runtime.models import (
     Submission,
     Task,
 )
+from tools.selectors import device_for_owner
 
 TASK_TITLE_MAX = 120
 
@@ -175,6 +176,9 @@ def _receipt(submission: Submission) -> Receipt:
 
 
 def _admit(*, owner, conversation: Conversation, command: MessageCommand, fingerprint: str) -> Receipt:
+    if command.device_id is not None:
+        # Another user's device looks exactly like a missing one.
+        device_for_owner(owner, command.device_id)
     _, first_message_sequence = allocate_sequences(conversation.id, events=0, messages=2)
     user_message = Message.objects.create(
         conversation=conversation,

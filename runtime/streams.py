@@ -14,12 +14,12 @@ import time
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from redis.exceptions import RedisError
-from rest_framework.authtoken.models import Token
 
-from impo.errors import NotFound, error_body
-from runtime import selectors, subscribers
+from impo.authentication import arequest_user
+from impo.errors import NotFound, application_error_response, unauthorized
+from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
 
@@ -30,35 +30,28 @@ KEEPALIVE_SECONDS = 15.0
 
 
 async def submission_stream(request, submission_id):
-    user = await _authenticated_user(request)
+    user = await arequest_user(request)
     if user is None:
-        return JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
+        return unauthorized(request)
     try:
         submission = await database_sync_to_async(selectors.submission_for_owner)(user, submission_id)
     except NotFound as exc:
-        return JsonResponse(error_body(request, exc.code, exc.message), status=404)
-    response = StreamingHttpResponse(_sse(submission), content_type="text/event-stream")
+        return application_error_response(request, exc)
+    slot = limits.stream_slot(user)
+    if not await asyncio.to_thread(slot.acquire):
+        return application_error_response(request, slot.refusal())
+    response = StreamingHttpResponse(_sse(submission, slot), content_type="text/event-stream")
     response["x-vercel-ai-ui-message-stream"] = "v1"
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def _authenticated_user(request):
-    authorization = request.headers.get("Authorization", "")
-    if authorization.startswith("Bearer "):
-        key = authorization.removeprefix("Bearer ").strip()
-        token = await Token.objects.select_related("user").filter(key=key, user__is_active=True).afirst()
-        return token.user if token else None
-    user = await request.auser()
-    return user if user.is_authenticated else None
-
-
 def _frame(chunk: dict) -> str:
     return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
 
 
-async def _sse(submission):
+async def _sse(submission, slot: limits.Slot):
     submission_id = str(submission.id)
     stream = UIMessageStream(message_id=str(submission.assistant_message_id), submission_id=submission_id)
     layer = get_channel_layer()
@@ -93,12 +86,14 @@ async def _sse(submission):
             if time.monotonic() - last_keepalive >= KEEPALIVE_SECONDS:
                 last_keepalive = time.monotonic()
                 await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
+                await asyncio.to_thread(slot.refresh)
                 yield ": keepalive\n\n"
         yield "data: [DONE]\n\n"
     finally:
         with contextlib.suppress(RedisError, OSError):
             await layer.group_discard(group, channel)
         await asyncio.to_thread(subscribers.remove, submission_id, subscriber_id)
+        await asyncio.to_thread(slot.release)
 
 
 async def _join(layer, group: str, channel: str) -> bool:

@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from impo.login import throttled_login
 from runtime import web
 
 urlpatterns = [
@@ -8,6 +9,6 @@ urlpatterns = [
     path("tasks/", web.task_list, name="task-list"),
     path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
     path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

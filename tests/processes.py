@@ -1,6 +1,7 @@
 """Real service processes for tests: started on free loopback ports, waited for, always stopped."""
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -184,6 +185,14 @@ class Stack:
             "IMPO_REBYTE_LISTING_GRACE_SECONDS": "1",
             "IMPO_PROVIDER_BACKOFF_CAP_SECONDS": "4",
             "IMPO_TURN_APPEAR_SECONDS": "3",
+            # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.
+            "DJANGO_DEBUG": "false",
+            "DJANGO_HTTPS": "false",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            # The harness drives a few users far harder than a person would (the fuzzer, the chaos run, the
+            # benchmarks); the tests of these limits lower them again.
+            "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "1000000",
+            "IMPO_LIMIT_ACTIVE_RUNS": "1000000",
         }
         self.processes: list[ServiceProcess] = []
 

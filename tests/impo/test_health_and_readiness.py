@@ -1,7 +1,15 @@
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
+from tests.conftest import bearer_client
+from tests.factories import UserFactory
+from tests.processes import wait_until
+
 pytestmark = pytest.mark.django_db
+
+UNREACHABLE_TEMPORAL = "127.0.0.1:1"
 
 
 def test_health_needs_no_authentication():
@@ -11,17 +19,36 @@ def test_health_needs_no_authentication():
     assert response.json() == {"status": "ok"}
 
 
-def test_ready_reports_each_dependency(temporal_address, settings):
+def test_ready_reports_each_dependency_and_the_workers(stack, temporal_address, settings):
     settings.TEMPORAL_ADDRESS = temporal_address
+    stack.start_worker()
 
     response = APIClient().get("/ready")
 
     assert response.status_code == 200, response.json()
-    assert response.json()["checks"] == {"database": "ok", "redis": "ok", "temporal": "ok"}
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok", "temporal": "ok", "workers": "ok"}
+
+
+def test_ready_is_unavailable_when_no_worker_serves_the_queue(settings):
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"impo-nobody-{uuid.uuid4()}"
+
+    response = APIClient().get("/ready")
+
+    assert response.status_code == 503
+    assert response.json()["checks"]["workers"] == "failing"
+
+
+def test_a_worker_that_stops_no_longer_counts_as_alive(stack):
+    worker = stack.start_worker()
+    wait_until(lambda: APIClient().get("/ready").json()["checks"]["workers"] == "ok", timeout=30, what="a heartbeat")
+
+    worker.stop()
+
+    assert APIClient().get("/ready").json()["checks"]["workers"] == "failing"
 
 
 def test_ready_is_unavailable_when_temporal_is_unreachable(settings):
-    settings.TEMPORAL_ADDRESS = "127.0.0.1:1"
+    settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL
 
     response = APIClient().get("/ready")
 
@@ -30,3 +57,22 @@ def test_ready_is_unavailable_when_temporal_is_unreachable(settings):
     assert body["checks"]["temporal"] == "failing"
     assert body["error"]["code"] == "not_ready"
     assert body["error"]["retryable"] is True
+    assert body["requestId"] == response["X-Request-Id"]
+
+
+def test_anonymous_callers_are_told_what_fails_but_not_why(settings):
+    settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL
+
+    message = APIClient().get("/ready").json()["error"]["message"]
+
+    assert "temporal" in message
+    assert UNREACHABLE_TEMPORAL not in message and "rror" not in message
+
+
+def test_staff_see_why_a_dependency_fails(settings):
+    settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL
+    staff = bearer_client(UserFactory(is_staff=True))
+
+    message = staff.get("/ready").json()["error"]["message"]
+
+    assert message.startswith("temporal: ") and message != "temporal: "

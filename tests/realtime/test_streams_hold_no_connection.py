@@ -29,6 +29,7 @@ def web_process_connections() -> int:
 
 def test_thirty_open_streams_of_one_user_leave_other_users_requests_answering(stack, api, user, other_user):
     stack.env["DATABASE_POOL_MAX_SIZE"] = str(POOL_SIZE)
+    stack.env["IMPO_LIMIT_STREAMS"] = str(STREAMS)  # this user may hold them all: the pool is what is tested
     _, web = start_web(stack)  # no worker: the run stays queued and every stream stays open, waiting
     submission_id = api.post(
         "/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "wait for me"}, format="json"

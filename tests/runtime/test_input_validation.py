@@ -124,3 +124,35 @@ def test_a_wrong_method_is_refused_with_an_ica_error(api):
 
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_deeply_nested_body_within_64_kib_is_an_invalid_request_not_a_crash(api):
+    depth = 30_000
+    raw = b'{"clientMessageId": "m", "text": "hi", "clientContext": ' + b"[" * depth + b"]" * depth + b"}"
+    assert len(raw) < 64 * 1024
+
+    assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"), "nested")
+    assert Submission.objects.count() == 0
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(api):
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "[" * 5000 + '{"' * 100}, format="json")
+
+    assert response.status_code == 202
+
+
+@pytest.mark.parametrize("device_id", [False, 0, 12345])
+def test_a_device_id_that_is_not_a_uuid_string_is_an_invalid_request(api, device_id):
+    assert_invalid(api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": device_id}, format="json"))
+
+
+def test_a_new_task_names_no_device(api):
+    body = {"clientMessageId": "t", "text": "plan", "deviceId": "00000000-0000-0000-0000-000000000000"}
+
+    assert_invalid(api.post("/api/v1/tasks", body, format="json"), "deviceId")
+
+
+def test_a_current_date_that_is_not_a_string_is_an_invalid_request(api):
+    body = {"clientMessageId": "m", "text": "hi", "clientContext": {"timeZone": "Europe/Berlin", "currentDate": 0}}
+
+    assert_invalid(api.post(MESSAGES, body, format="json"), "currentDate")

@@ -1,6 +1,7 @@
 import environ
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
 env = environ.Env()
@@ -10,6 +11,12 @@ class Command(BaseCommand):
     help = "Creates the local demo account (if missing) and prints its API token."
 
     def handle(self, *args, **options):
+        # The demo superuser's password is published in the README: on anything but a developer's machine it
+        # would be an open door. A local run with DEBUG off (trying production settings) may force it.
+        if not settings.DEBUG and not env.bool("IMPO_DEMO_USER_FORCE", default=False):
+            raise CommandError(
+                "Refusing to create the demo superuser with DEBUG off (set IMPO_DEMO_USER_FORCE=true locally)."
+            )
         username = env("IMPO_DEMO_USERNAME", default="demo")
         password = env("IMPO_DEMO_PASSWORD", default="impo-demo-password")
         user, created = get_user_model().objects.get_or_create(

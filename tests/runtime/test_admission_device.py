@@ -1,0 +1,64 @@
+"""A message's `deviceId` must name one of the caller's own devices (DESIGN §2), checked at admission."""
+
+import uuid
+
+import pytest
+
+from runtime.models import Message, Submission
+
+pytestmark = pytest.mark.django_db
+
+MESSAGES = "/api/v1/conversation/messages"
+
+
+def register_device(client, installation_id="phone") -> str:
+    response = client.post(
+        "/api/v1/devices/register", {"installationId": installation_id, "tools": ["play_sound"]}, format="json"
+    )
+    assert response.status_code in (200, 201), response.content
+    return response.json()["deviceId"]
+
+
+def assert_not_found_and_nothing_saved(response):
+    assert response.status_code == 404, response.content
+    assert response.json()["error"]["code"] == "not_found"
+    assert response.json()["requestId"] == response["X-Request-Id"]
+    assert Submission.objects.count() == 0
+    assert Message.objects.count() == 0
+
+
+def test_a_message_naming_another_users_device_is_not_found_and_saves_nothing(api, other_api):
+    foreign_device = register_device(other_api)
+
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": foreign_device}, format="json")
+
+    assert_not_found_and_nothing_saved(response)
+
+
+def test_a_message_naming_a_device_that_does_not_exist_is_not_found(api):
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": str(uuid.uuid4())}, format="json")
+
+    assert_not_found_and_nothing_saved(response)
+
+
+def test_a_task_message_naming_another_users_device_is_not_found(api, other_api):
+    task = api.post("/api/v1/tasks", {"clientMessageId": "t", "text": "plan"}, format="json").json()
+    foreign_device = register_device(other_api)
+
+    response = api.post(
+        f"/api/v1/tasks/{task['taskId']}/messages",
+        {"clientMessageId": "m", "text": "hi", "deviceId": foreign_device},
+        format="json",
+    )
+
+    assert response.status_code == 404
+    assert Submission.objects.count() == 1
+
+
+def test_a_message_naming_the_callers_own_device_is_admitted_with_it(api):
+    device = register_device(api)
+
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": device}, format="json")
+
+    assert response.status_code == 202
+    assert str(Submission.objects.get().device_id) == device

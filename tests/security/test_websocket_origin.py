@@ -1,0 +1,64 @@
+"""Cookie-authenticated websockets only from the site's own origin (a page elsewhere cannot read a chat)."""
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from tests.processes import free_port, start_web
+from tests.security.handshake import first_message, open_socket, session_cookie
+
+
+@pytest.fixture
+def web(stack):
+    return start_web(stack)[1]
+
+
+@pytest.fixture
+def conversation_id(api):
+    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "secret plans"}, format="json")
+    return api.get("/api/v1/conversation").json()["conversationId"]
+
+
+def socket_url(web: str, conversation_id: str, query: str = "after=0") -> str:
+    return f"{web.replace('http://', 'ws://')}/ws/v1/conversations/{conversation_id}/?{query}"
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["http://127.0.0.1:{other_port}", "http://evil.example", "null", "https://127.0.0.1:{port}", None],
+    ids=["another-port-of-the-same-host", "another-site", "null", "another-scheme", "no-origin"],
+)
+def test_a_session_socket_from_anywhere_but_the_site_itself_is_refused(web, conversation_id, user, origin):
+    port = web.rsplit(":", 1)[1]
+    headers = {"Cookie": session_cookie(web, user)}
+    if origin is not None:
+        headers["Origin"] = origin.format(other_port=free_port(), port=port)
+
+    handshake = open_socket(socket_url(web, conversation_id), headers)
+    handshake.close()
+
+    assert handshake.status_line.startswith("HTTP/1.1 403"), handshake.status_line
+
+
+def test_a_session_socket_from_the_sites_own_origin_reads_the_conversation(web, conversation_id, user):
+    headers = {"Cookie": session_cookie(web, user), "Origin": web}
+
+    handshake = open_socket(socket_url(web, conversation_id), headers)
+    try:
+        assert handshake.status_line.startswith("HTTP/1.1 101"), handshake.status_line
+        event = first_message(handshake)
+    finally:
+        handshake.close()
+
+    assert event["type"] == "submission.accepted"
+    assert event["payload"]["userMessage"]["text"] == "secret plans"
+
+
+def test_a_token_socket_without_an_origin_is_accepted_like_a_native_app(web, conversation_id, user):
+    token = Token.objects.get_or_create(user=user)[0].key
+
+    handshake = open_socket(socket_url(web, conversation_id), {"Authorization": f"Bearer {token}"})
+    try:
+        assert handshake.status_line.startswith("HTTP/1.1 101"), handshake.status_line
+        assert first_message(handshake)["seq"] == 1
+    finally:
+        handshake.close()

@@ -102,6 +102,10 @@ def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
 
     def run_handler():
         try:
+            with connection.cursor() as cursor:
+                # An abandoned read must not hold this thread's connection past its timeout: its statements
+                # are cancelled then, the handler ends and the connection is closed below.
+                cursor.execute("SET statement_timeout = %s", [f"{int(definition.timeout * 1000)}ms"])
             return definition.handler(invocation)
         finally:
             connection.close()  # this thread's own connection
@@ -112,6 +116,10 @@ def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
         output = executor.submit(run_handler).result(timeout=definition.timeout)
     except TimeoutError:
         raise _TimedOut() from None
+    except OperationalError as exc:
+        if _statement_timed_out(exc):
+            raise _TimedOut() from exc  # its statement timeout fired just before the wait gave up
+        raise
     finally:
         executor.shutdown(wait=False)
     with fence() as run:
@@ -127,6 +135,10 @@ def _act_in_transaction(call, definition: ToolDefinition, fence: Fence) -> ToolR
             output = definition.handler(_invocation(call))
             return services.save_result(run, call.call_id, {"output": output})
     except OperationalError as exc:
-        if isinstance(exc.__cause__, pg_errors.QueryCanceled):
+        if _statement_timed_out(exc):
             raise _TimedOut() from exc
         raise
+
+
+def _statement_timed_out(exc: OperationalError) -> bool:
+    return isinstance(exc.__cause__, pg_errors.QueryCanceled)

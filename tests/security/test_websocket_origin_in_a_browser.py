@@ -9,7 +9,7 @@ from django.contrib.auth.hashers import make_password
 
 from tests.factories import PASSWORD
 from tests.processes import start_web
-from tests.web.test_web_chat_in_a_browser import CHROMIUM, CHROMIUM_FLAGS, log_in
+from tests.web.conftest import CHROMIUM, CHROMIUM_FLAGS, log_in
 
 # What the attacker's page does: open the socket, report the first thing that happens to it.
 OPEN_SOCKET = """(url) => new Promise((resolve) => {

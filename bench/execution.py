@@ -9,16 +9,18 @@ from bench.harness import Figure, retire_unfinished_runs
 from tests.processes import Stack, wait_until
 
 
-def admit_messages(owner_ids: list[int], count: int, label: str) -> list[uuid.UUID]:
-    """`count` accepted messages spread over the owners' Main Chats; returns their run ids."""
+def admit_runs(owner_ids: list[int], count: int, label: str, *, one_conversation_each: bool = False) -> list[uuid.UUID]:
+    """`count` accepted messages spread over the owners' Main Chats, or each a Task in a conversation of its own
+    (so each run is its conversation's only writer); returns their run ids."""
     from django.contrib.auth import get_user_model
 
     from runtime.models import Run
-    from runtime.services import MessageCommand, submit_main_chat_message
+    from runtime.services import MessageCommand, create_task, submit_main_chat_message
 
+    admit = create_task if one_conversation_each else submit_main_chat_message
     owners = list(get_user_model().objects.filter(id__in=owner_ids))
     submission_ids = [
-        submit_main_chat_message(
+        admit(
             owner=owners[index % len(owners)],
             command=MessageCommand(client_message_id=f"{label}-{index}-{uuid.uuid4()}", text=f"run {index}"),
         ).submission_id
@@ -35,7 +37,7 @@ def completed_runs_per_second(stack: Stack, owner_ids: list[int], *, workers: in
 
     processes = [stack.start_worker(f"bench-worker-{index}") for index in range(workers)]
     try:
-        run_ids = admit_messages(owner_ids, count, f"exec{workers}")
+        run_ids = admit_runs(owner_ids, count, f"exec{workers}")
         runs = Run.objects.filter(id__in=run_ids)
         wait_until(
             lambda: runs.filter(state__in=TERMINAL_RUN_STATES).count() == count,
@@ -53,11 +55,15 @@ def completed_runs_per_second(stack: Stack, owner_ids: list[int], *, workers: in
 
 
 def claim_function_rate(owner_ids: list[int], count: int) -> float:
-    """`claim_run` over queued runs nobody else is claiming (no worker runs; the wake-ups are purged)."""
+    """`claim_run` over queued runs nobody else is claiming (no worker runs; the wake-ups are purged).
+
+    Each run is a Task of its own: a conversation's later runs wait for its earlier ones (one writer), so
+    claims of one conversation's queue would measure refusals, not claims.
+    """
     from impo.celery import app
     from runtime.services import claim_run
 
-    run_ids = admit_messages(owner_ids, count, "claim")
+    run_ids = admit_runs(owner_ids, count, "claim", one_conversation_each=True)
     app.control.purge()
     started = time.perf_counter()
     for run_id in run_ids:

@@ -43,7 +43,7 @@ class DeviceInvocationsView(APIView):
 class InvocationClaimView(APIView):
     @extend_schema(
         request=InvocationClaimSerializer,
-        responses=responses({200: _object_response}, 403, 404, 410, *WRITE_ERRORS),
+        responses=responses({200: _object_response}, 404, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
@@ -56,7 +56,7 @@ class InvocationClaimView(APIView):
 class InvocationResultView(APIView):
     @extend_schema(
         request=InvocationResultSerializer,
-        responses=responses({200: _object_response}, 403, 404, 409, 410, *WRITE_ERRORS),
+        responses=responses({200: _object_response}, 404, 409, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)

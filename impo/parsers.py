@@ -4,6 +4,8 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from impo.errors import ApplicationError
+
 
 class BoundedJSONParser(BaseParser):
     """JSON bodies of at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes, with a top-level object.
@@ -18,7 +20,7 @@ class BoundedJSONParser(BaseParser):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise ParseError(f"JSON body exceeds {limit} bytes.")
+            raise ApplicationError(f"JSON body exceeds {limit} bytes.", code="request_too_large", status=413)
         try:
             data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
         except (UnicodeDecodeError, ValueError) as exc:

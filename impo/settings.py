@@ -127,6 +127,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Request bodies get their own components, so input-only rules (no unknown fields) stay off the responses.
     "COMPONENT_SPLIT_REQUEST": True,
+    # Path ids match any segment so a malformed one is refused as 400; the schema still says what is valid.
+    "PATH_CONVERTER_OVERRIDES": {"ica_uuid": {"type": "string", "format": "uuid"}},
 }
 
 CHANNEL_LAYERS = {

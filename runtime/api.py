@@ -4,10 +4,10 @@ import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import StrictSerializer, json_object_schema, validated
+from impo.views import IcaAPIView
 from runtime import selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
@@ -24,29 +24,30 @@ def _message_receipt(receipt: services.Receipt) -> dict:
     return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
 
 
-def _page_of(conversation, query_params) -> dict:
-    query = validated(ConversationPageQuerySerializer, query_params.dict()).validated_data
+def _page_of(conversation, query: dict) -> dict:
     return selectors.conversation_page(conversation, after_sequence=query["afterSequence"], limit=query["limit"])
 
 
-class MainChatMessagesView(APIView):
+class MainChatMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 409, *WRITE_ERRORS)
     )
     def post(self, request):
-        command = validated(MessageCommandSerializer, request.data).to_command()
+        command = validated(MessageCommandSerializer, request.data).to_command(request.user)
         receipt = services.submit_main_chat_message(owner=request.user, command=command)
         return Response(_message_receipt(receipt), status=202)
 
 
-class MainChatConversationView(APIView):
+class MainChatConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
     @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400))
     def get(self, request):
         conversation = services.ensure_main_conversation(request.user)
-        return Response(_page_of(conversation, request.query_params))
+        return Response(_page_of(conversation, self.query))
 
 
-class TasksView(APIView):
+class TasksView(IcaAPIView):
     @extend_schema(responses=responses({200: _object_response}))
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
@@ -55,7 +56,9 @@ class TasksView(APIView):
     def post(self, request):
         serializer = validated(TaskCreateSerializer, request.data)
         receipt = services.create_task(
-            owner=request.user, command=serializer.to_command(), title=serializer.validated_data.get("title")
+            owner=request.user,
+            command=serializer.to_command(request.user),
+            title=serializer.validated_data.get("title"),
         )
         return Response(
             {
@@ -67,27 +70,27 @@ class TasksView(APIView):
         )
 
 
-class TaskMessagesView(APIView):
+class TaskMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer,
         responses=responses({202: MessageReceiptSerializer}, 404, 409, *WRITE_ERRORS),
     )
     def post(self, request, task_id: uuid.UUID):
-        command = validated(MessageCommandSerializer, request.data).to_command()
+        command = validated(MessageCommandSerializer, request.data).to_command(request.user)
         receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
         return Response(_message_receipt(receipt), status=202)
 
 
-class TaskConversationView(APIView):
+class TaskConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
     @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, task_id: uuid.UUID):
         task = selectors.task_for_owner(request.user, task_id)
-        return Response(
-            {"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, request.query_params)}
-        )
+        return Response({"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, self.query)})
 
 
-class SubmissionView(APIView):
+class SubmissionView(IcaAPIView):
     @extend_schema(responses=responses({200: _object_response}, 404))
     def get(self, request, submission_id: uuid.UUID):
         submission = selectors.submission_for_owner(request.user, submission_id)
@@ -98,7 +101,7 @@ class EmptyBodySerializer(StrictSerializer):
     """`{}`: the cancel command carries nothing, and anything else is a client mistake."""
 
 
-class SubmissionCancelView(APIView):
+class SubmissionCancelView(IcaAPIView):
     @extend_schema(request=EmptyBodySerializer, responses=responses({200: _object_response}, 404, *WRITE_ERRORS))
     def post(self, request, submission_id: uuid.UUID):
         validated(EmptyBodySerializer, request.data)

@@ -1,24 +1,45 @@
 """Boundary validation for runtime commands (ICA v1 §2 input rules)."""
 
+from datetime import datetime
+
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictSerializer
 from impo.time_zones import iana_time_zone_names
 from runtime.services import TASK_TITLE_MAX, MessageCommand
+from tools.selectors import device_for_owner
 
 MESSAGE_TEXT_MAX = 32_768
 TASK_FIRST_MESSAGE_MAX = 4_000
 CLIENT_MESSAGE_ID_MAX = 256
 
 
+class OffsetTimestampField(serializers.CharField):
+    """An ISO 8601 timestamp that says its UTC offset, kept as sent: the client's own wall clock."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise serializers.ValidationError("Must be an ISO 8601 timestamp.") from None
+        if parsed.utcoffset() is None or "T" not in value:
+            raise serializers.ValidationError("Must be an ISO 8601 date and time with its UTC offset.")
+        return value
+
+
 class ClientContextSerializer(StrictSerializer):
+    """Both fields are required when the context is sent (DESIGN §2)."""
+
     timeZone = serializers.ChoiceField(
         choices=sorted(iana_time_zone_names()),
-        required=False,
-        allow_null=True,
         error_messages={"invalid_choice": "Must be an IANA time zone name."},
     )
-    currentDate = serializers.CharField(required=False, allow_null=True, max_length=64)
+    currentDate = OffsetTimestampField(help_text="The client's current date and time, with its UTC offset.")
 
 
 class MessageCommandSerializer(StrictSerializer):
@@ -27,8 +48,11 @@ class MessageCommandSerializer(StrictSerializer):
     deviceId = serializers.UUIDField(required=False, allow_null=True)
     clientContext = ClientContextSerializer(required=False, allow_null=True)
 
-    def to_command(self) -> MessageCommand:
+    def to_command(self, owner) -> MessageCommand:
+        """The command, once its device (if any) is known to be the owner's: another's is not found."""
         data = self.validated_data
+        if data.get("deviceId") is not None:
+            device_for_owner(owner, data["deviceId"])
         return MessageCommand(
             client_message_id=data["clientMessageId"],
             text=data["text"],
@@ -38,7 +62,10 @@ class MessageCommandSerializer(StrictSerializer):
 
 
 class TaskCreateSerializer(MessageCommandSerializer):
+    """A task runs in the background, never on a device: it takes no `deviceId`."""
+
     text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
+    deviceId = None
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
 
 

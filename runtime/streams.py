@@ -15,7 +15,8 @@ from channels.layers import get_channel_layer
 from django.http import JsonResponse, StreamingHttpResponse
 from rest_framework.authtoken.models import Token
 
-from impo.errors import NotFound, error_body
+from impo.errors import ApplicationError, InvalidRequest, error_body
+from impo.views import parse_path_id
 from runtime import selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
@@ -29,9 +30,12 @@ async def submission_stream(request, submission_id):
     if user is None:
         return JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
     try:
+        if request.GET:
+            raise InvalidRequest(f"{sorted(request.GET)[0]}: Unknown query parameter.")
+        submission_id = parse_path_id("submission_id", submission_id)
         submission = await sync_to_async(selectors.submission_for_owner)(user, submission_id)
-    except NotFound as exc:
-        return JsonResponse(error_body(request, exc.code, exc.message), status=404)
+    except ApplicationError as exc:
+        return JsonResponse(error_body(request, exc.code, exc.message), status=exc.status)
     response = StreamingHttpResponse(_sse(submission), content_type="text/event-stream")
     response["x-vercel-ai-ui-message-stream"] = "v1"
     response["Cache-Control"] = "no-cache"

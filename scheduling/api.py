@@ -2,12 +2,13 @@
 
 import uuid
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import json_object_schema, validated
+from impo.views import IcaAPIView
 from scheduling import selectors, services
 from scheduling.serializers import (
     PlanCreateSerializer,
@@ -17,9 +18,10 @@ from scheduling.serializers import (
 )
 
 _object_response = json_object_schema("ScheduledTaskJsonObject")
+_plan_id = extend_schema(parameters=[OpenApiParameter("plan_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 
 
-class ScheduledTasksView(APIView):
+class ScheduledTasksView(IcaAPIView):
     @extend_schema(operation_id="v1_scheduled_tasks_list", responses=responses({200: _object_response}))
     def get(self, request):
         plans = selectors.live_plans_for_owner(request.user)
@@ -36,7 +38,8 @@ class ScheduledTasksView(APIView):
         return Response(selectors.plan_to_wire(plan), status=201)
 
 
-class ScheduledTaskView(APIView):
+@_plan_id
+class ScheduledTaskView(IcaAPIView):
     @extend_schema(responses=responses({200: _object_response}, 404))
     def get(self, request, plan_id: uuid.UUID):
         return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
@@ -59,9 +62,11 @@ class ScheduledTaskView(APIView):
         return Response({"deleted": True})
 
 
-class ScheduledTaskRunsView(APIView):
+@_plan_id
+class ScheduledTaskRunsView(IcaAPIView):
+    query_serializer = RunsQuerySerializer
+
     @extend_schema(parameters=[RunsQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, plan_id: uuid.UUID):
-        query = validated(RunsQuerySerializer, request.query_params.dict()).validated_data
         plan = selectors.plan_for_owner(request.user, plan_id)
-        return Response(selectors.runs_page(plan, before=query.get("before")))
+        return Response(selectors.runs_page(plan, before=self.query.get("before")))

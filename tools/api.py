@@ -4,10 +4,10 @@ import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import json_object_schema, validated
+from impo.views import IcaAPIView
 from tools import selectors, services
 from tools.serializers import (
     DeviceRegistrationSerializer,
@@ -19,7 +19,7 @@ from tools.serializers import (
 _object_response = json_object_schema("ToolsJsonObject")
 
 
-class DeviceRegisterView(APIView):
+class DeviceRegisterView(IcaAPIView):
     @extend_schema(
         request=DeviceRegistrationSerializer, responses=responses({200: _object_response}, 409, *WRITE_ERRORS)
     )
@@ -31,16 +31,17 @@ class DeviceRegisterView(APIView):
         return Response({"deviceId": str(device.id)})
 
 
-class DeviceInvocationsView(APIView):
+class DeviceInvocationsView(IcaAPIView):
+    query_serializer = InvocationQuerySerializer
+
     @extend_schema(parameters=[InvocationQuerySerializer], responses=responses({200: _object_response}, 400, 404))
     def get(self, request, device_id: uuid.UUID):
-        validated(InvocationQuerySerializer, request.query_params.dict())
         device = selectors.device_for_owner(request.user, device_id)
         invocations = selectors.open_invocations(device)
         return Response({"invocations": [selectors.invocation_to_wire(invocation) for invocation in invocations]})
 
 
-class InvocationClaimView(APIView):
+class InvocationClaimView(IcaAPIView):
     @extend_schema(
         request=InvocationClaimSerializer,
         responses=responses({200: _object_response}, 404, 410, *WRITE_ERRORS),
@@ -53,7 +54,7 @@ class InvocationClaimView(APIView):
         return Response({"executionId": str(invocation.execution_id), "expiresAt": invocation.expires_at.isoformat()})
 
 
-class InvocationResultView(APIView):
+class InvocationResultView(IcaAPIView):
     @extend_schema(
         request=InvocationResultSerializer,
         responses=responses({200: _object_response}, 404, 409, 410, *WRITE_ERRORS),

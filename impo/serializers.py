@@ -46,15 +46,17 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictUUIDField(serializers.UUIDField):
+    """Only a UUID written as a string: DRF's own field would also take an integer (and so `true`) as one."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a UUID string.")
+        return super().to_internal_value(data)
+
+
 def validated(serializer_class, data) -> serializers.Serializer:
     """A bound serializer whose data passed validation; a failure is the ICA 400 `invalid_request`."""
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer
-
-
-def json_object_schema(name: str) -> serializers.Serializer:
-    """An OpenAPI placeholder for responses whose shape is documented in DESIGN.md rather than typed."""
-    from drf_spectacular.utils import inline_serializer
-
-    return inline_serializer(name, fields={"_": serializers.JSONField(required=False)})

@@ -129,6 +129,14 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Path ids match any segment so a malformed one is refused as 400; the schema still says what is valid.
     "PATH_CONVERTER_OVERRIDES": {"ica_uuid": {"type": "string", "format": "uuid"}},
+    # Several responses carry a `status`, each from its own set; each set gets its own name.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runtime.models.RunState",
+        "MessageStatusEnum": "runtime.models.MessageStatus",
+        "TaskStatusEnum": "runtime.selectors.TASK_STATUSES",
+        "InvocationStatusEnum": "tools.serializers.LISTED_INVOCATION_STATUSES",
+        "PlanRunStatusEnum": "scheduling.serializers.PLAN_RUN_STATUSES",
+    },
 }
 
 CHANNEL_LAYERS = {

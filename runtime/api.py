@@ -6,18 +6,20 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import StrictSerializer, json_object_schema, validated
+from impo.serializers import StrictSerializer, validated
 from impo.views import IcaAPIView
 from runtime import selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
+    ConversationPageSerializer,
     MessageCommandSerializer,
     MessageReceiptSerializer,
+    SubmissionSerializer,
+    TaskConversationPageSerializer,
     TaskCreateSerializer,
+    TaskListSerializer,
     TaskReceiptSerializer,
 )
-
-_object_response = json_object_schema("JsonObject")
 
 
 def _message_receipt(receipt: services.Receipt) -> dict:
@@ -30,7 +32,8 @@ def _page_of(conversation, query: dict) -> dict:
 
 class MainChatMessagesView(IcaAPIView):
     @extend_schema(
-        request=MessageCommandSerializer, responses=responses({202: MessageReceiptSerializer}, 409, *WRITE_ERRORS)
+        request=MessageCommandSerializer,
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *WRITE_ERRORS),
     )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command(request.user)
@@ -41,14 +44,16 @@ class MainChatMessagesView(IcaAPIView):
 class MainChatConversationView(IcaAPIView):
     query_serializer = ConversationPageQuerySerializer
 
-    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400))
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer], responses=responses({200: ConversationPageSerializer}, 400)
+    )
     def get(self, request):
         conversation = services.ensure_main_conversation(request.user)
         return Response(_page_of(conversation, self.query))
 
 
 class TasksView(IcaAPIView):
-    @extend_schema(responses=responses({200: _object_response}))
+    @extend_schema(responses=responses({200: TaskListSerializer}))
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
@@ -84,14 +89,17 @@ class TaskMessagesView(IcaAPIView):
 class TaskConversationView(IcaAPIView):
     query_serializer = ConversationPageQuerySerializer
 
-    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400, 404))
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer],
+        responses=responses({200: TaskConversationPageSerializer}, 400, 404),
+    )
     def get(self, request, task_id: uuid.UUID):
         task = selectors.task_for_owner(request.user, task_id)
         return Response({"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, self.query)})
 
 
 class SubmissionView(IcaAPIView):
-    @extend_schema(responses=responses({200: _object_response}, 404))
+    @extend_schema(responses=responses({200: SubmissionSerializer}, 404))
     def get(self, request, submission_id: uuid.UUID):
         submission = selectors.submission_for_owner(request.user, submission_id)
         return Response(selectors.submission_to_wire(submission))
@@ -102,7 +110,7 @@ class EmptyBodySerializer(StrictSerializer):
 
 
 class SubmissionCancelView(IcaAPIView):
-    @extend_schema(request=EmptyBodySerializer, responses=responses({200: _object_response}, 404, *WRITE_ERRORS))
+    @extend_schema(request=EmptyBodySerializer, responses=responses({200: SubmissionSerializer}, 404, *WRITE_ERRORS))
     def post(self, request, submission_id: uuid.UUID):
         validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)

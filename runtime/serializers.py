@@ -4,8 +4,10 @@ from datetime import datetime
 
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictSerializer
+from impo.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.time_zones import iana_time_zone_names
+from runtime.models import MessageRole, MessageStatus, RunState
+from runtime.selectors import TASK_STATUSES
 from runtime.services import TASK_TITLE_MAX, MessageCommand
 from tools.selectors import device_for_owner
 
@@ -45,7 +47,7 @@ class ClientContextSerializer(StrictSerializer):
 class MessageCommandSerializer(StrictSerializer):
     clientMessageId = CleanTextField(max_length=CLIENT_MESSAGE_ID_MAX)
     text = CleanTextField(max_length=MESSAGE_TEXT_MAX)
-    deviceId = serializers.UUIDField(required=False, allow_null=True)
+    deviceId = StrictUUIDField(required=False, allow_null=True)
     clientContext = ClientContextSerializer(required=False, allow_null=True)
 
     def to_command(self, owner) -> MessageCommand:
@@ -84,3 +86,81 @@ class MessageReceiptSerializer(serializers.Serializer):
 class TaskReceiptSerializer(MessageReceiptSerializer):
     taskId = serializers.UUIDField()
     conversationId = serializers.UUIDField()
+
+
+# --- outputs: the shapes the views answer with, so the OpenAPI schema states them ---------------------------
+
+
+class ErrorOutSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    retryable = serializers.BooleanField()
+
+
+class SubmissionSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField()
+    messageId = serializers.UUIDField(help_text="The assistant message.")
+    userMessageId = serializers.UUIDField()
+    conversationId = serializers.UUIDField()
+    taskId = serializers.UUIDField(allow_null=True)
+    status = serializers.ChoiceField(choices=RunState.choices)
+    resultCount = serializers.IntegerField(min_value=0)
+    subscriberCount = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0)
+    cancelRequested = serializers.BooleanField()
+    attempts = serializers.IntegerField(min_value=0)
+    error = ErrorOutSerializer(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class ToolStateSerializer(serializers.Serializer):
+    toolCallId = serializers.CharField()
+    toolName = serializers.CharField()
+    state = serializers.ChoiceField(choices=["requested", "accepted", "completed", "failed", "uncertain"])
+    errorCode = serializers.CharField(allow_null=True)
+
+
+class HistoryMessageSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    sequence = serializers.IntegerField(min_value=1)
+    text = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=MessageStatus.choices)
+    createdAt = serializers.DateTimeField()
+    tools = ToolStateSerializer(many=True)
+
+
+class ActiveSubmissionSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField()
+    messageId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RunState.choices)
+
+
+class ConversationPageSerializer(serializers.Serializer):
+    conversationId = serializers.UUIDField()
+    messages = HistoryMessageSerializer(many=True)
+    activeSubmissions = ActiveSubmissionSerializer(many=True)
+    hasMore = serializers.BooleanField()
+    nextAfterSequence = serializers.IntegerField(min_value=0)
+    lastEventSeq = serializers.IntegerField(min_value=0)
+
+
+class TaskConversationPageSerializer(ConversationPageSerializer):
+    taskId = serializers.UUIDField()
+    title = serializers.CharField()
+
+
+class TaskSerializer(serializers.Serializer):
+    taskId = serializers.UUIDField()
+    conversationId = serializers.UUIDField()
+    title = serializers.CharField()
+    status = serializers.ChoiceField(choices=TASK_STATUSES)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+    lastRunStartedAt = serializers.DateTimeField(allow_null=True)
+    lastRunCompletedAt = serializers.DateTimeField(allow_null=True)
+
+
+class TaskListSerializer(serializers.Serializer):
+    tasks = TaskSerializer(many=True)

@@ -6,22 +6,24 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import json_object_schema, validated
+from impo.serializers import validated
 from impo.views import IcaAPIView
 from tools import selectors, services
 from tools.serializers import (
+    DeviceRegisteredSerializer,
     DeviceRegistrationSerializer,
+    InvocationClaimedSerializer,
     InvocationClaimSerializer,
+    InvocationListSerializer,
     InvocationQuerySerializer,
+    InvocationResultAcceptedSerializer,
     InvocationResultSerializer,
 )
-
-_object_response = json_object_schema("ToolsJsonObject")
 
 
 class DeviceRegisterView(IcaAPIView):
     @extend_schema(
-        request=DeviceRegistrationSerializer, responses=responses({200: _object_response}, 409, *WRITE_ERRORS)
+        request=DeviceRegistrationSerializer, responses=responses({200: DeviceRegisteredSerializer}, 409, *WRITE_ERRORS)
     )
     def post(self, request):
         data = validated(DeviceRegistrationSerializer, request.data).validated_data
@@ -34,7 +36,9 @@ class DeviceRegisterView(IcaAPIView):
 class DeviceInvocationsView(IcaAPIView):
     query_serializer = InvocationQuerySerializer
 
-    @extend_schema(parameters=[InvocationQuerySerializer], responses=responses({200: _object_response}, 400, 404))
+    @extend_schema(
+        parameters=[InvocationQuerySerializer], responses=responses({200: InvocationListSerializer}, 400, 404)
+    )
     def get(self, request, device_id: uuid.UUID):
         device = selectors.device_for_owner(request.user, device_id)
         invocations = selectors.open_invocations(device)
@@ -44,7 +48,7 @@ class DeviceInvocationsView(IcaAPIView):
 class InvocationClaimView(IcaAPIView):
     @extend_schema(
         request=InvocationClaimSerializer,
-        responses=responses({200: _object_response}, 404, 410, *WRITE_ERRORS),
+        responses=responses({200: InvocationClaimedSerializer}, 404, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
@@ -57,7 +61,7 @@ class InvocationClaimView(IcaAPIView):
 class InvocationResultView(IcaAPIView):
     @extend_schema(
         request=InvocationResultSerializer,
-        responses=responses({200: _object_response}, 404, 409, 410, *WRITE_ERRORS),
+        responses=responses({200: InvocationResultAcceptedSerializer}, 404, 409, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)

@@ -396,3 +396,10 @@ def test_an_unknown_run_history_parameter_is_an_invalid_request(api):
     plan = create(api)
 
     assert error_of(api.get(f"{plan_url(plan['id'])}/runs", {"after": "x"})) == (400, "invalid_request")
+
+
+def test_a_revision_that_is_not_a_uuid_string_is_rejected_even_for_a_deleted_plan(api):
+    plan = create(api)
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(api.delete(plan_url(plan["id"]), {"revision": True}, format="json")) == (400, "invalid_request")

@@ -19,7 +19,6 @@ _ERROR_DESCRIPTIONS = {
     400: "invalid_request: malformed JSON, an unknown or missing field, a value outside the input limits, a path id"
     " that is not a UUID, or an unknown, repeated or ill-formed query parameter.",
     401: "unauthorized: no valid session or token.",
-    403: "forbidden: the object belongs to this user but not to the acting device.",
     404: "not_found: no such object for this user (another user's object looks the same).",
     409: "A conflict: the same idempotency key with a different body, or a stale revision or state.",
     410: "The object expired or was cancelled.",

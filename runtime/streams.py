@@ -8,10 +8,12 @@ push costs at most one poll interval. Closing the stream never cancels the run.
 import asyncio
 import contextlib
 import json
+import logging
 import time
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from rest_framework.authtoken.models import Token
 
@@ -20,6 +22,8 @@ from impo.views import parse_path_id
 from runtime import selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.ui_stream import UIMessageStream, compact
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
@@ -67,30 +71,41 @@ async def _sse(submission):
     # Subscribe before the first read, so anything committed after it at least triggers a re-read.
     await layer.group_add(group, channel)
     try:
-        await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
-        events = await sync_to_async(selectors.submission_events_after)(submission_id, 0)
-        chunks = stream.start()
-        for event in events:
-            chunks += stream.feed(event)
-        if not stream.finished:
-            status = await sync_to_async(selectors.run_state_of)(submission_id)
-            chunks.append(stream.status(status))
-        for chunk in compact(chunks):
-            yield _frame(chunk)
-        last_seq = events[-1]["seq"] if events else 0
-        last_keepalive = time.monotonic()
-        while not stream.finished:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
-            for event in await sync_to_async(selectors.submission_events_after)(submission_id, last_seq):
-                last_seq = event["seq"]
-                for chunk in stream.feed(event):
-                    yield _frame(chunk)
-            if time.monotonic() - last_keepalive >= KEEPALIVE_SECONDS:
-                last_keepalive = time.monotonic()
-                await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
-                yield ": keepalive\n\n"
-        yield "data: [DONE]\n\n"
+        async for frame in _follow(stream, layer, channel, submission_id, subscriber_id):
+            yield frame
+    except DatabaseError:
+        # The event log cannot be read any more. The run goes on; ending without `finish` is what tells
+        # the client that the stream broke and that it must reconcile through the submission and history.
+        logger.exception("stream of submission %s broke", submission_id)
+        yield _frame({"type": "error", "errorText": "The stream broke; the run goes on. Reload to see it."})
     finally:
         await layer.group_discard(group, channel)
         await asyncio.to_thread(subscribers.remove, submission_id, subscriber_id)
+    yield "data: [DONE]\n\n"
+
+
+async def _follow(stream: UIMessageStream, layer, channel, submission_id: str, subscriber_id: str):
+    """The whole message so far, then each new event's chunks, until the message finishes."""
+    await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
+    events = await sync_to_async(selectors.submission_events_after)(submission_id, 0)
+    chunks = stream.start()
+    for event in events:
+        chunks += stream.feed(event)
+    if not stream.finished:
+        status = await sync_to_async(selectors.run_state_of)(submission_id)
+        chunks.append(stream.status(status))
+    for chunk in compact(chunks):
+        yield _frame(chunk)
+    last_seq = events[-1]["seq"] if events else 0
+    last_keepalive = time.monotonic()
+    while not stream.finished:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
+        for event in await sync_to_async(selectors.submission_events_after)(submission_id, last_seq):
+            last_seq = event["seq"]
+            for chunk in stream.feed(event):
+                yield _frame(chunk)
+        if time.monotonic() - last_keepalive >= KEEPALIVE_SECONDS:
+            last_keepalive = time.monotonic()
+            await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
+            yield ": keepalive\n\n"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from runtime.models import Event, EventType, Run
@@ -289,6 +290,31 @@ def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream
     assert step["transient"] is True
     assert (step["data"]["title"], step["data"]["status"]) == ("Waiting for your device to run play_sound", "running")
     api.post(f"/api/v1/submissions/{receipt['submissionId']}/cancel", {}, format="json")
+
+
+def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, web, api, user):
+    receipt = post_message(api, "no worker will take this")  # no worker: the stream keeps polling the log
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    results = []
+    reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
+    reader.start()
+    wait_until(
+        lambda: api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()["subscriberCount"] == 1,
+        timeout=10,
+        what="the subscriber to register",
+    )
+
+    with connection.cursor() as cursor:  # the web process loses its database connections
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    reader.join(timeout=30)
+
+    [items] = results
+    assert [item if item == "[DONE]" else item["type"] for item in items[-2:]] == ["error", "[DONE]"]
+    assert {"type": "finish"} not in items
+    assert Run.objects.get(submission_id=receipt["submissionId"]).state == "queued"  # the run is untouched
 
 
 def first_step(url: str, token: str, *, kind: str) -> dict:

@@ -216,15 +216,7 @@ def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(stack, w
 
 def test_a_live_stream_of_a_run_that_fails_ends_with_finish(stack, web, api, user):
     receipt = post_message(api, "/fail broken while watched")
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
-    results = []
-    reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
-    reader.start()
-    wait_until(
-        lambda: api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()["subscriberCount"] == 1,
-        timeout=10,
-        what="the subscriber to register",
-    )
+    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
     stack.start_worker()
     reader.join(timeout=60)
 
@@ -294,15 +286,7 @@ def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream
 
 def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, web, api, user):
     receipt = post_message(api, "no worker will take this")  # no worker: the stream keeps polling the log
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
-    results = []
-    reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
-    reader.start()
-    wait_until(
-        lambda: api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()["subscriberCount"] == 1,
-        timeout=10,
-        what="the subscriber to register",
-    )
+    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
 
     with connection.cursor() as cursor:  # the web process loses its database connections
         cursor.execute(
@@ -315,6 +299,20 @@ def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, web,
     assert [item if item == "[DONE]" else item["type"] for item in items[-2:]] == ["error", "[DONE]"]
     assert {"type": "finish"} not in items
     assert Run.objects.get(submission_id=receipt["submissionId"]).state == "queued"  # the run is untouched
+
+
+def subscribed_reader(web, api, user, submission_id) -> tuple[threading.Thread, list]:
+    """A thread reading the submission's stream to its end, started and registered as a subscriber."""
+    url = f"{web}/api/v1/submissions/{submission_id}/stream"
+    results = []
+    reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
+    reader.start()
+    wait_until(
+        lambda: api.get(f"/api/v1/submissions/{submission_id}").json()["subscriberCount"] == 1,
+        timeout=10,
+        what="the subscriber to register",
+    )
+    return reader, results
 
 
 def first_step(url: str, token: str, *, kind: str) -> dict:

@@ -64,10 +64,6 @@ class Conflict(ApplicationError):
     status = 409
 
 
-class Forbidden(ApplicationError):
-    status = 403
-
-
 class Gone(ApplicationError):
     status = 410
 

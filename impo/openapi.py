@@ -16,12 +16,13 @@ from impo.patterns import NOT_WHITESPACE_NOR_NUL
 NONBLANK_WITHOUT_NUL = rf"^[^\u0000]*{NOT_WHITESPACE_NOR_NUL}[^\u0000]*$"
 
 _ERROR_DESCRIPTIONS = {
-    400: "invalid_request: malformed JSON, an unknown or missing field, or a value outside the input limits.",
+    400: "invalid_request: malformed JSON, an unknown or missing field, a value outside the input limits, a path id"
+    " that is not a UUID, or an unknown, repeated or ill-formed query parameter.",
     401: "unauthorized: no valid session or token.",
-    403: "forbidden: the object belongs to this user but not to the acting device.",
     404: "not_found: no such object for this user (another user's object looks the same).",
     409: "A conflict: the same idempotency key with a different body, or a stale revision or state.",
     410: "The object expired or was cancelled.",
+    413: "request_too_large: the JSON body is over 64 KiB.",
     415: "unsupported_media_type: the body is not application/json.",
     429: "rate_limited (retryable): a per-user limit; `Retry-After` says when to try again.",
     503: "service_unavailable (retryable): nothing was saved; the same command may be retried.",
@@ -40,16 +41,19 @@ class ErrorBodySerializer(serializers.Serializer):
 
 
 def responses(success: dict, *error_statuses: int) -> dict:
-    """`@extend_schema(responses=...)` for an operation: its success bodies, 401, and the errors it names."""
+    """`@extend_schema(responses=...)` for an operation: its success bodies, 400, 401, and the errors it names.
+
+    Every operation may answer 400: any of them refuses a malformed path id or query string.
+    """
     errors = {
         status: OpenApiResponse(ErrorBodySerializer, description=_ERROR_DESCRIPTIONS[status])
-        for status in sorted({401, *error_statuses})
+        for status in sorted({400, 401, *error_statuses})
     }
     return {**success, **errors}
 
 
-# Every write may answer 503 when the database fails, and every body must be JSON.
-WRITE_ERRORS = (400, 415, 503)
+# Every write may answer 503 when the database fails, and every body must be JSON of at most 64 KiB.
+WRITE_ERRORS = (400, 413, 415, 503)
 
 
 class ImpoAutoSchema(AutoSchema):

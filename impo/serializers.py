@@ -60,10 +60,3 @@ def validated(serializer_class, data) -> serializers.Serializer:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer
-
-
-def json_object_schema(name: str) -> serializers.Serializer:
-    """An OpenAPI placeholder for responses whose shape is documented in DESIGN.md rather than typed."""
-    from drf_spectacular.utils import inline_serializer
-
-    return inline_serializer(name, fields={"_": serializers.JSONField(required=False)})

@@ -155,6 +155,16 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Request bodies get their own components, so input-only rules (no unknown fields) stay off the responses.
     "COMPONENT_SPLIT_REQUEST": True,
+    # Path ids match any segment so a malformed one is refused as 400; the schema still says what is valid.
+    "PATH_CONVERTER_OVERRIDES": {"ica_uuid": {"type": "string", "format": "uuid"}},
+    # Several responses carry a `status`, each from its own set; each set gets its own name.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runtime.models.RunState",
+        "MessageStatusEnum": "runtime.models.MessageStatus",
+        "TaskStatusEnum": "runtime.selectors.TASK_STATUSES",
+        "InvocationStatusEnum": "tools.serializers.LISTED_INVOCATION_STATUSES",
+        "PlanRunStatusEnum": "scheduling.serializers.PLAN_RUN_STATUSES",
+    },
 }
 
 # channels-redis waits for a consumer's next message with a blocking read of up to 5 s (BZPOPMIN); redis-py 8's

@@ -4,20 +4,23 @@ import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import StrictSerializer, json_object_schema, validated
+from impo.serializers import StrictSerializer, validated
+from impo.views import IcaAPIView
 from runtime import limits, selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
+    ConversationPageSerializer,
     MessageCommandSerializer,
     MessageReceiptSerializer,
+    SubmissionSerializer,
+    TaskConversationPageSerializer,
     TaskCreateSerializer,
+    TaskListSerializer,
     TaskReceiptSerializer,
 )
 
-_object_response = json_object_schema("JsonObject")
 # Commands that start a run are limited per user (429 rate_limited with Retry-After).
 ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
 
@@ -26,12 +29,11 @@ def _message_receipt(receipt: services.Receipt) -> dict:
     return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
 
 
-def _page_of(conversation, query_params) -> dict:
-    query = validated(ConversationPageQuerySerializer, query_params.dict()).validated_data
+def _page_of(conversation, query: dict) -> dict:
     return selectors.conversation_page(conversation, after_sequence=query["afterSequence"], limit=query["limit"])
 
 
-class MainChatMessagesView(APIView):
+class MainChatMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer,
         responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
@@ -43,15 +45,19 @@ class MainChatMessagesView(APIView):
         return Response(_message_receipt(receipt), status=202)
 
 
-class MainChatConversationView(APIView):
-    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400))
+class MainChatConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer], responses=responses({200: ConversationPageSerializer}, 400)
+    )
     def get(self, request):
         conversation = services.ensure_main_conversation(request.user)
-        return Response(_page_of(conversation, request.query_params))
+        return Response(_page_of(conversation, self.query))
 
 
-class TasksView(APIView):
-    @extend_schema(responses=responses({200: _object_response}))
+class TasksView(IcaAPIView):
+    @extend_schema(responses=responses({200: TaskListSerializer}))
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
@@ -75,7 +81,7 @@ class TasksView(APIView):
         )
 
 
-class TaskMessagesView(APIView):
+class TaskMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer,
         responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
@@ -87,17 +93,20 @@ class TaskMessagesView(APIView):
         return Response(_message_receipt(receipt), status=202)
 
 
-class TaskConversationView(APIView):
-    @extend_schema(parameters=[ConversationPageQuerySerializer], responses=responses({200: _object_response}, 400, 404))
+class TaskConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer],
+        responses=responses({200: TaskConversationPageSerializer}, 400, 404),
+    )
     def get(self, request, task_id: uuid.UUID):
         task = selectors.task_for_owner(request.user, task_id)
-        return Response(
-            {"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, request.query_params)}
-        )
+        return Response({"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, self.query)})
 
 
-class SubmissionView(APIView):
-    @extend_schema(responses=responses({200: _object_response}, 404))
+class SubmissionView(IcaAPIView):
+    @extend_schema(responses=responses({200: SubmissionSerializer}, 404))
     def get(self, request, submission_id: uuid.UUID):
         submission = selectors.submission_for_owner(request.user, submission_id)
         return Response(selectors.submission_to_wire(submission))
@@ -107,8 +116,8 @@ class EmptyBodySerializer(StrictSerializer):
     """`{}`: the cancel command carries nothing, and anything else is a client mistake."""
 
 
-class SubmissionCancelView(APIView):
-    @extend_schema(request=EmptyBodySerializer, responses=responses({200: _object_response}, 404, *WRITE_ERRORS))
+class SubmissionCancelView(IcaAPIView):
+    @extend_schema(request=EmptyBodySerializer, responses=responses({200: SubmissionSerializer}, 404, *WRITE_ERRORS))
     def post(self, request, submission_id: uuid.UUID):
         validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)

@@ -34,6 +34,7 @@ _TASK_STATUS_BY_RUN_STATE = {
     RunState.FAILED: "failed",
     RunState.CANCELLED: "cancelled",
 }
+TASK_STATUSES = tuple(dict.fromkeys(_TASK_STATUS_BY_RUN_STATE.values()))
 
 
 def submission_for_owner(owner, submission_id: uuid.UUID) -> Submission:
@@ -172,6 +173,12 @@ def task_for_owner(owner, task_id: uuid.UUID) -> Task:
     if task is None:
         raise NotFound("No such task.")
     return task
+
+
+def task_statuses(task_ids) -> dict[uuid.UUID, str]:
+    """Each task's current status on the wire (its latest run's), as the task list shows it."""
+    tasks = _tasks_with_latest_run().filter(id__in=task_ids).values_list("id", "latest_run_state")
+    return {task_id: _TASK_STATUS_BY_RUN_STATE[state] for task_id, state in tasks}
 
 
 def task_to_wire(task: Task) -> dict:

@@ -1,9 +1,13 @@
 """Boundary validation for runtime commands (ICA v1 §2 input rules)."""
 
+from datetime import datetime
+
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.time_zones import iana_time_zone_names
+from runtime.models import MessageRole, MessageStatus, RunState
+from runtime.selectors import TASK_STATUSES
 from runtime.services import TASK_TITLE_MAX, MessageCommand
 
 MESSAGE_TEXT_MAX = 32_768
@@ -11,15 +15,34 @@ TASK_FIRST_MESSAGE_MAX = 4_000
 CLIENT_MESSAGE_ID_MAX = 256
 
 
+class OffsetTimestampField(CleanTextField):
+    """An ISO 8601 timestamp that says its UTC offset, kept as sent: the client's own wall clock.
+
+    A string only: DRF's CharField would also turn a JSON number into one."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise serializers.ValidationError("Must be an ISO 8601 timestamp.") from None
+        if parsed.utcoffset() is None or "T" not in value:
+            raise serializers.ValidationError("Must be an ISO 8601 date and time with its UTC offset.")
+        return value
+
+
 class ClientContextSerializer(StrictSerializer):
+    """Both fields are required when the context is sent (DESIGN §2)."""
+
     timeZone = serializers.ChoiceField(
         choices=sorted(iana_time_zone_names()),
-        required=False,
-        allow_null=True,
         error_messages={"invalid_choice": "Must be an IANA time zone name."},
     )
-    # A string as sent (DRF's CharField would also turn a JSON number into one).
-    currentDate = CleanTextField(required=False, allow_null=True, max_length=64)
+    currentDate = OffsetTimestampField(help_text="The client's current date and time, with its UTC offset.")
 
 
 class MessageCommandSerializer(StrictSerializer):
@@ -29,6 +52,7 @@ class MessageCommandSerializer(StrictSerializer):
     clientContext = ClientContextSerializer(required=False, allow_null=True)
 
     def to_command(self) -> MessageCommand:
+        # Whose device `deviceId` names is checked by admission itself (another user's is not found).
         data = self.validated_data
         return MessageCommand(
             client_message_id=data["clientMessageId"],
@@ -39,6 +63,8 @@ class MessageCommandSerializer(StrictSerializer):
 
 
 class TaskCreateSerializer(MessageCommandSerializer):
+    """A task runs in the background, never on a device: it takes no `deviceId`."""
+
     text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
     # Tasks never run device tools, so a new task names no device (DESIGN §2): the field is unknown here.
@@ -60,3 +86,81 @@ class MessageReceiptSerializer(serializers.Serializer):
 class TaskReceiptSerializer(MessageReceiptSerializer):
     taskId = serializers.UUIDField()
     conversationId = serializers.UUIDField()
+
+
+# --- outputs: the shapes the views answer with, so the OpenAPI schema states them ---------------------------
+
+
+class ErrorOutSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    retryable = serializers.BooleanField()
+
+
+class SubmissionSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField()
+    messageId = serializers.UUIDField(help_text="The assistant message.")
+    userMessageId = serializers.UUIDField()
+    conversationId = serializers.UUIDField()
+    taskId = serializers.UUIDField(allow_null=True)
+    status = serializers.ChoiceField(choices=RunState.choices)
+    resultCount = serializers.IntegerField(min_value=0)
+    subscriberCount = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0)
+    cancelRequested = serializers.BooleanField()
+    attempts = serializers.IntegerField(min_value=0)
+    error = ErrorOutSerializer(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class ToolStateSerializer(serializers.Serializer):
+    toolCallId = serializers.CharField()
+    toolName = serializers.CharField()
+    state = serializers.ChoiceField(choices=["requested", "accepted", "completed", "failed", "uncertain"])
+    errorCode = serializers.CharField(allow_null=True)
+
+
+class HistoryMessageSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    sequence = serializers.IntegerField(min_value=1)
+    text = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=MessageStatus.choices)
+    createdAt = serializers.DateTimeField()
+    tools = ToolStateSerializer(many=True)
+
+
+class ActiveSubmissionSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField()
+    messageId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RunState.choices)
+
+
+class ConversationPageSerializer(serializers.Serializer):
+    conversationId = serializers.UUIDField()
+    messages = HistoryMessageSerializer(many=True)
+    activeSubmissions = ActiveSubmissionSerializer(many=True)
+    hasMore = serializers.BooleanField()
+    nextAfterSequence = serializers.IntegerField(min_value=0)
+    lastEventSeq = serializers.IntegerField(min_value=0)
+
+
+class TaskConversationPageSerializer(ConversationPageSerializer):
+    taskId = serializers.UUIDField()
+    title = serializers.CharField()
+
+
+class TaskSerializer(serializers.Serializer):
+    taskId = serializers.UUIDField()
+    conversationId = serializers.UUIDField()
+    title = serializers.CharField()
+    status = serializers.ChoiceField(choices=TASK_STATUSES)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+    lastRunStartedAt = serializers.DateTimeField(allow_null=True)
+    lastRunCompletedAt = serializers.DateTimeField(allow_null=True)
+
+
+class TaskListSerializer(serializers.Serializer):
+    tasks = TaskSerializer(many=True)

@@ -2,12 +2,18 @@
 
 Pure and incremental: fed the persisted events in `seq` order, it yields the chunks that rebuild the
 assistant message, so a fresh open replays the log and a live stream feeds each new event.
+
+Long phases (the agent starting before any text, a tool running, a device's turn) are told as transient
+`data-instant-step` chunks derived from the same events, so a client never looks idle while work happens.
+Every ending — completed, failed, cancelled — closes with the final status and `finish`; only a broken
+transport ends without it.
 """
 
 from runtime.models import EventType
 
 STATUS_CHUNK = "data-instant-submission"
 DEVICE_REQUEST_CHUNK = "data-instant-device-request"
+STEP_CHUNK = "data-instant-step"
 
 _STATUS_OF_EVENT = {
     EventType.SUBMISSION_ACCEPTED: "queued",
@@ -21,6 +27,7 @@ class UIMessageStream:
         self.message_id = message_id
         self.submission_id = submission_id
         self.open_text_parts: list[str] = []
+        self.running_steps: dict[str, dict] = {}
         self.finished = False
 
     def start(self) -> list[dict]:
@@ -37,6 +44,9 @@ class UIMessageStream:
         if self.finished:
             return []
         kind, payload = event["type"], event["payload"]
+        return self._steps(kind, payload) + self._message_chunks(kind, payload)
+
+    def _message_chunks(self, kind: str, payload: dict) -> list[dict]:
         if kind == EventType.TEXT_DELTA:
             return self._text_delta(payload["partId"], payload["delta"])
         if kind == EventType.MESSAGE_COMPLETED:
@@ -66,13 +76,76 @@ class UIMessageStream:
         if kind in _STATUS_OF_EVENT:
             return [self.status(_STATUS_OF_EVENT[kind])]
         if kind == EventType.RUN_COMPLETED:
-            return self._finish("completed", {"type": "finish"})
+            return self._finish("completed")
         if kind == EventType.RUN_FAILED:
             error = payload.get("error") or {}
             return self._finish("failed", {"type": "error", "errorText": error.get("message", "The run failed.")})
         if kind == EventType.RUN_CANCELLED:
             return self._finish("cancelled", {"type": "abort"})
         return []
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    def _step(self, step_id: str, kind: str, title: str, status: str, **extra) -> dict:
+        data = {"schemaVersion": 1, "kind": kind, "title": title, "status": status, **extra}
+        if status == "running":
+            self.running_steps[step_id] = {"kind": kind, "title": title}
+        else:
+            self.running_steps.pop(step_id, None)
+        return {"type": STEP_CHUNK, "id": step_id, "data": data, "transient": True}
+
+    def _steps(self, kind: str, payload: dict) -> list[dict]:
+        """The step chunks an event opens or settles; the run's own step ends at its first visible output."""
+        run_step = f"step-run-{self.submission_id}"
+        if kind == EventType.RUN_STARTED:
+            return [self._step(run_step, "run", "Starting the agent", "running")]
+        chunks = []
+        if run_step in self.running_steps and kind in _ENDS_RUN_STEP:
+            chunks.append(self._step(run_step, "run", "Starting the agent", "completed"))
+        if kind == EventType.TOOL_REQUESTED:
+            chunks.append(self._tool_step_requested(payload))
+        elif kind == EventType.TOOL_ACCEPTED:
+            chunks.append(
+                self._step(
+                    _tool_step_id(payload),
+                    "device",
+                    f"Your device is running {payload['toolName']}",
+                    "running",
+                    detail="The device accepted the request.",
+                )
+            )
+        elif kind in (EventType.TOOL_COMPLETED, EventType.TOOL_UNCERTAIN):
+            chunks.extend(self._tool_step_settled(kind, payload))
+        return chunks
+
+    def _tool_step_requested(self, payload: dict) -> dict:
+        device = payload.get("device")
+        if device:
+            return self._step(
+                _tool_step_id(payload),
+                "device",
+                f"Waiting for your device to run {payload['toolName']}",
+                "running",
+                detail=f"The device has until {device['expiresAt']}.",
+            )
+        return self._step(_tool_step_id(payload), "tool", f"Running {payload['toolName']}", "running")
+
+    def _tool_step_settled(self, kind: str, payload: dict) -> list[dict]:
+        step_id = _tool_step_id(payload)
+        opened = self.running_steps.get(step_id)
+        if opened is None:
+            return []  # settled on the spot (refused) or settled again by staff: nothing was shown running
+        if kind == EventType.TOOL_UNCERTAIN:
+            return [
+                self._step(step_id, opened["kind"], opened["title"], "uncertain", detail=payload.get("message", ""))
+            ]
+        if payload.get("error"):
+            return [
+                self._step(
+                    step_id, opened["kind"], opened["title"], "failed", detail=payload["error"].get("message", "")
+                )
+            ]
+        return [self._step(step_id, opened["kind"], opened["title"], "completed", result=payload.get("output"))]
 
     def _text_delta(self, part_id: str, delta: str) -> list[dict]:
         chunks = []
@@ -107,15 +180,32 @@ class UIMessageStream:
             )
         return chunks
 
-    def _finish(self, status: str, last: dict) -> list[dict]:
+    def _finish(self, status: str, ending: dict | None = None) -> list[dict]:
+        """Closes open text, then `error`|`abort` if the run did not complete, the final status and `finish`."""
         chunks = [{"type": "text-end", "id": part_id} for part_id in self.open_text_parts]
         self.open_text_parts = []
         self.finished = True
-        return [*chunks, self.status(status), last]
+        return [*chunks, *([ending] if ending else []), self.status(status), {"type": "finish"}]
+
+
+_ENDS_RUN_STEP = frozenset(
+    {
+        EventType.TEXT_DELTA,
+        EventType.TOOL_REQUESTED,
+        EventType.RUN_COMPLETED,
+        EventType.RUN_FAILED,
+        EventType.RUN_CANCELLED,
+        EventType.RUN_PENDING_RECONCILIATION,
+    }
+)
+
+
+def _tool_step_id(payload: dict) -> str:
+    return f"step-tool-{payload['toolCallId']}"
 
 
 def compact(chunks: list[dict]) -> list[dict]:
-    """Merges runs of deltas of one text part: a reconstruction sends the text so far at once."""
+    """A reconstruction sends the text so far at once, the latest status, and each step's latest state."""
     merged: list[dict] = []
     for chunk in chunks:
         previous = merged[-1] if merged else None
@@ -128,6 +218,8 @@ def compact(chunks: list[dict]) -> list[dict]:
             merged[-1] = {**previous, "delta": previous["delta"] + chunk["delta"]}
         elif chunk["type"] == STATUS_CHUNK:
             merged = [c for c in merged if c["type"] != STATUS_CHUNK] + [chunk]
+        elif chunk["type"] == STEP_CHUNK:
+            merged = [c for c in merged if not (c["type"] == STEP_CHUNK and c["id"] == chunk["id"])] + [chunk]
         else:
             merged.append(chunk)
     return merged

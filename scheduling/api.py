@@ -2,30 +2,35 @@
 
 import uuid
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import json_object_schema, validated
+from impo.serializers import validated
+from impo.views import IcaAPIView
 from scheduling import selectors, services
 from scheduling.serializers import (
     PlanCreateSerializer,
+    PlanDeletedSerializer,
     PlanDeleteSerializer,
+    PlanListSerializer,
+    PlanRunsPageSerializer,
+    PlanSerializer,
     PlanUpdateSerializer,
     RunsQuerySerializer,
 )
 
-_object_response = json_object_schema("ScheduledTaskJsonObject")
+_plan_id = extend_schema(parameters=[OpenApiParameter("plan_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 
 
-class ScheduledTasksView(APIView):
-    @extend_schema(operation_id="v1_scheduled_tasks_list", responses=responses({200: _object_response}))
+class ScheduledTasksView(IcaAPIView):
+    @extend_schema(operation_id="v1_scheduled_tasks_list", responses=responses({200: PlanListSerializer}))
     def get(self, request):
         plans = selectors.live_plans_for_owner(request.user)
         return Response({"schedules": [selectors.plan_to_wire(plan) for plan in plans]})
 
-    @extend_schema(request=PlanCreateSerializer, responses=responses({201: _object_response}, 409, *WRITE_ERRORS))
+    @extend_schema(request=PlanCreateSerializer, responses=responses({201: PlanSerializer}, 409, 410, *WRITE_ERRORS))
     def post(self, request):
         serializer = validated(PlanCreateSerializer, request.data)
         plan = services.create_plan(
@@ -36,12 +41,15 @@ class ScheduledTasksView(APIView):
         return Response(selectors.plan_to_wire(plan), status=201)
 
 
-class ScheduledTaskView(APIView):
-    @extend_schema(responses=responses({200: _object_response}, 404))
+@_plan_id
+class ScheduledTaskView(IcaAPIView):
+    @extend_schema(responses=responses({200: PlanSerializer}, 404))
     def get(self, request, plan_id: uuid.UUID):
         return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
 
-    @extend_schema(request=PlanUpdateSerializer, responses=responses({200: _object_response}, 404, 409, *WRITE_ERRORS))
+    @extend_schema(
+        request=PlanUpdateSerializer, responses=responses({200: PlanSerializer}, 404, 409, 410, *WRITE_ERRORS)
+    )
     def put(self, request, plan_id: uuid.UUID):
         serializer = validated(PlanUpdateSerializer, request.data)
         plan = services.update_plan(
@@ -52,16 +60,20 @@ class ScheduledTaskView(APIView):
         )
         return Response(selectors.plan_to_wire(plan))
 
-    @extend_schema(request=PlanDeleteSerializer, responses=responses({200: _object_response}, 404, 409, *WRITE_ERRORS))
+    @extend_schema(
+        request=PlanDeleteSerializer, responses=responses({200: PlanDeletedSerializer}, 404, 409, *WRITE_ERRORS)
+    )
     def delete(self, request, plan_id: uuid.UUID):
         revision = validated(PlanDeleteSerializer, request.data).validated_data["revision"]
         services.delete_plan(owner=request.user, plan_id=plan_id, revision=revision)
         return Response({"deleted": True})
 
 
-class ScheduledTaskRunsView(APIView):
-    @extend_schema(parameters=[RunsQuerySerializer], responses=responses({200: _object_response}, 400, 404))
+@_plan_id
+class ScheduledTaskRunsView(IcaAPIView):
+    query_serializer = RunsQuerySerializer
+
+    @extend_schema(parameters=[RunsQuerySerializer], responses=responses({200: PlanRunsPageSerializer}, 400, 404))
     def get(self, request, plan_id: uuid.UUID):
-        query = validated(RunsQuerySerializer, request.query_params.dict()).validated_data
         plan = selectors.plan_for_owner(request.user, plan_id)
-        return Response(selectors.runs_page(plan, before=query.get("before")))
+        return Response(selectors.runs_page(plan, before=self.query.get("before")))

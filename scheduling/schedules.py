@@ -40,12 +40,16 @@ class Frequency(StrEnum):
 
 
 class ScheduleError(ValueError):
-    """One violation of the schedule contract; `field` is the JSON path of the offending value."""
+    """One violation of the schedule contract; `field` is the JSON path of the offending value.
 
-    def __init__(self, field: str, message: str) -> None:
+    `code` is the original contract's name for it: `invalid_task_schedule`, or `schedule_in_past`.
+    """
+
+    def __init__(self, field: str, message: str, *, code: str = "invalid_task_schedule") -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.code = code
 
 
 # Every key is required, with an explicit null where it does not apply: a client cannot leave a field out and
@@ -256,7 +260,7 @@ def _parse_run_at(value: object, now: datetime | None) -> datetime:
     if run_at.utcoffset() is None:
         raise ScheduleError("schedule.runAt", "must include a UTC offset, such as 2026-05-01T09:00:00+02:00")
     if now is not None and run_at <= now:
-        raise ScheduleError("schedule.runAt", "must be in the future")
+        raise ScheduleError("schedule.runAt", "must be in the future", code="schedule_in_past")
     return run_at.astimezone(UTC)
 
 

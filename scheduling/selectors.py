@@ -9,6 +9,7 @@ from django.db.models import F
 
 from impo.errors import InvalidRequest, NotFound
 from runtime.models import ACTIVE_RUN_STATES, Run
+from runtime.selectors import task_statuses
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.workflows import PlanSignal
 
@@ -49,19 +50,21 @@ def runs_page(plan: ScheduledTask, *, before: str | None) -> dict:
     page = list(runs.order_by("-scheduled_at")[: RUNS_PAGE_SIZE + 1])
     has_more = len(page) > RUNS_PAGE_SIZE
     page = page[:RUNS_PAGE_SIZE]
+    statuses = task_statuses([run.task_id for run in page if run.task_id])
     return {
-        "runs": [run_to_wire(run) for run in page],
+        "runs": [run_to_wire(run, statuses) for run in page],
         "nextCursor": _encode_cursor(page[-1].scheduled_at) if has_more else None,
     }
 
 
-def run_to_wire(run: ScheduledRun) -> dict:
+def run_to_wire(run: ScheduledRun, task_statuses: dict) -> dict:
+    """An admitted occurrence shows its Task's current status; a skip shows `skipped_overlap`."""
     return {
         "id": str(run.id),
         "taskId": str(run.task_id) if run.task_id else None,
         "scheduledAt": _iso(run.scheduled_at),
         "createdAt": _iso(run.created_at),
-        "status": run.state,
+        "status": task_statuses[run.task_id] if run.task_id else run.state,
     }
 
 
@@ -111,6 +114,9 @@ def live_plan_signals() -> list[PlanSignal]:
     return [plan_signal(plan) for plan in ScheduledTask.objects.filter(deleted_at__isnull=True).order_by("id")]
 
 
+_NOT_A_CURSOR = "before: is not a cursor this endpoint returned."
+
+
 def _encode_cursor(scheduled_at: datetime) -> str:
     return base64.urlsafe_b64encode(scheduled_at.isoformat().encode()).decode().rstrip("=")
 
@@ -120,9 +126,9 @@ def _decode_cursor(cursor: str) -> datetime:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         value = datetime.fromisoformat(text)
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidRequest("before: is not a cursor this endpoint returned.") from None
+        raise InvalidRequest(_NOT_A_CURSOR, code="invalid_cursor") from None
     if value.utcoffset() is None:
-        raise InvalidRequest("before: is not a cursor this endpoint returned.")
+        raise InvalidRequest(_NOT_A_CURSOR, code="invalid_cursor")
     return value
 
 

@@ -3,9 +3,10 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from runtime.selectors import TASK_STATUSES
 from scheduling import schedules
-from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX
+from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX, ScheduledRunState
 from scheduling.services import PlanCommand
 
 CLIENT_REQUEST_ID_MAX = 256
@@ -38,12 +39,53 @@ class PlanCreateSerializer(PlanContentSerializer):
 
 
 class PlanUpdateSerializer(PlanContentSerializer):
-    revision = serializers.UUIDField()
+    revision = StrictUUIDField()
 
 
 class PlanDeleteSerializer(StrictSerializer):
-    revision = serializers.UUIDField()
+    revision = StrictUUIDField()
 
 
 class RunsQuerySerializer(StrictSerializer):
     before = serializers.CharField(required=False, max_length=200, help_text="The nextCursor of the previous page.")
+
+
+# --- outputs ---------------------------------------------------------------------------------------------
+
+PLAN_RUN_STATUSES = (*TASK_STATUSES, ScheduledRunState.SKIPPED_OVERLAP.value)
+
+
+class PlanSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    goal = serializers.CharField()
+    schedule = ScheduleObjectField()
+    enabled = serializers.BooleanField()
+    revision = serializers.UUIDField(help_text="New on every change; send it back to change or delete the plan.")
+    nextRunAt = serializers.DateTimeField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class PlanListSerializer(serializers.Serializer):
+    schedules = PlanSerializer(many=True)
+
+
+class PlanDeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField()
+
+
+class PlanRunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    taskId = serializers.UUIDField(allow_null=True, help_text="null for a skipped occurrence.")
+    scheduledAt = serializers.DateTimeField()
+    createdAt = serializers.DateTimeField()
+    status = serializers.ChoiceField(
+        choices=PLAN_RUN_STATUSES,
+        help_text="The admitted Task's current status, or skipped_overlap.",
+    )
+
+
+class PlanRunsPageSerializer(serializers.Serializer):
+    runs = PlanRunSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)

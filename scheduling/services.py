@@ -13,12 +13,13 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from impo.errors import Conflict, InvalidRequest, NotFound
+from impo.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime import outbound
 from runtime.services import MessageCommand, open_task
 from scheduling import selectors
@@ -118,10 +119,7 @@ def delete_plan(*, owner, plan_id: uuid.UUID, revision: uuid.UUID, now: datetime
         if plan is None:
             raise NotFound("No such scheduled task.")
         if plan.deleted_at is not None:
-            # A retried delete of the revision that was deleted succeeds again; anything else sees no plan.
-            if plan.revision == revision:
-                return
-            raise NotFound("No such scheduled task.")
+            return  # deleting a deleted plan answers as the first delete did, whatever revision it names
         if plan.revision != revision:
             raise Conflict("The scheduled task changed since this revision; reload it.", code="schedule_changed")
         plan.deleted_at = now
@@ -159,7 +157,9 @@ def admit_occurrence(
             receipt = open_task(
                 owner=plan.owner,
                 command=MessageCommand(
-                    client_message_id=occurrence_client_message_id(plan.id, fire_time), text=plan.goal
+                    client_message_id=occurrence_client_message_id(plan.id, fire_time),
+                    text=plan.goal,
+                    client_context=occurrence_client_context(plan, fire_time),
                 ),
                 title=plan.title,
             )
@@ -170,6 +170,12 @@ def admit_occurrence(
         plan.next_run_at = next_fire_after(Schedule.from_json(plan.schedule), max(fire_time, now))
         plan.save(update_fields=["next_run_at"])
         return state
+
+
+def occurrence_client_context(plan: ScheduledTask, fire_time: datetime) -> dict:
+    """What a client would have said at the fire time: the plan's zone, and that moment on its wall clock."""
+    zone = Schedule.from_json(plan.schedule).time_zone
+    return {"timeZone": zone, "currentDate": fire_time.astimezone(ZoneInfo(zone)).isoformat()}
 
 
 def occurrence_client_message_id(plan_id: uuid.UUID, fire_time: datetime) -> str:
@@ -203,14 +209,14 @@ def _stored_schedule(raw: object) -> Schedule:
     try:
         return Schedule.from_json(raw)
     except ScheduleError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest(str(exc), code=exc.code) from None
 
 
 def _new_schedule(raw: object, now: datetime) -> Schedule:
     try:
         return parse_schedule(raw, now=now)
     except ScheduleError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest(str(exc), code=exc.code) from None
 
 
 def _fingerprint(command: PlanCommand, schedule: Schedule, *, base_revision: uuid.UUID | None = None) -> str:
@@ -238,7 +244,7 @@ def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> Scheduled
             "This clientRequestId was already used for a different scheduled task.", code="idempotency_conflict"
         )
     if plan.deleted_at is not None:
-        raise Conflict("This clientRequestId created a scheduled task that was deleted.", code="idempotency_conflict")
+        raise Gone("This clientRequestId created a scheduled task that was deleted.", code="schedule_deleted")
     return plan
 
 
@@ -247,7 +253,10 @@ def _lock_owner(owner) -> None:
 
 
 def _locked_live_plan(owner, plan_id: uuid.UUID) -> ScheduledTask:
-    plan = ScheduledTask.objects.select_for_update().filter(id=plan_id, owner=owner, deleted_at__isnull=True).first()
+    """The owner's plan, locked; a change to a tombstoned one is 410 `schedule_deleted`."""
+    plan = ScheduledTask.objects.select_for_update().filter(id=plan_id, owner=owner).first()
     if plan is None:
         raise NotFound("No such scheduled task.")
+    if plan.deleted_at is not None:
+        raise Gone("This scheduled task was deleted.", code="schedule_deleted")
     return plan

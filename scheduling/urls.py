@@ -4,7 +4,8 @@ from django.urls import re_path
 
 from scheduling import api
 
-_PLAN_ID = r"(?P<plan_id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+# Any segment: the view refuses one that is not a UUID as 400 (ICA v1), not as an unknown path.
+_PLAN_ID = r"(?P<plan_id>[^/]+)"
 
 urlpatterns = [
     re_path(r"^scheduled-tasks/?$", api.ScheduledTasksView.as_view(), name="scheduled-tasks"),

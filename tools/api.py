@@ -4,24 +4,26 @@ import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import json_object_schema, validated
+from impo.serializers import validated
+from impo.views import IcaAPIView
 from tools import selectors, services
 from tools.serializers import (
+    DeviceRegisteredSerializer,
     DeviceRegistrationSerializer,
+    InvocationClaimedSerializer,
     InvocationClaimSerializer,
+    InvocationListSerializer,
     InvocationQuerySerializer,
+    InvocationResultAcceptedSerializer,
     InvocationResultSerializer,
 )
 
-_object_response = json_object_schema("ToolsJsonObject")
 
-
-class DeviceRegisterView(APIView):
+class DeviceRegisterView(IcaAPIView):
     @extend_schema(
-        request=DeviceRegistrationSerializer, responses=responses({200: _object_response}, 409, *WRITE_ERRORS)
+        request=DeviceRegistrationSerializer, responses=responses({200: DeviceRegisteredSerializer}, 409, *WRITE_ERRORS)
     )
     def post(self, request):
         data = validated(DeviceRegistrationSerializer, request.data).validated_data
@@ -31,19 +33,22 @@ class DeviceRegisterView(APIView):
         return Response({"deviceId": str(device.id)})
 
 
-class DeviceInvocationsView(APIView):
-    @extend_schema(parameters=[InvocationQuerySerializer], responses=responses({200: _object_response}, 400, 404))
+class DeviceInvocationsView(IcaAPIView):
+    query_serializer = InvocationQuerySerializer
+
+    @extend_schema(
+        parameters=[InvocationQuerySerializer], responses=responses({200: InvocationListSerializer}, 400, 404)
+    )
     def get(self, request, device_id: uuid.UUID):
-        validated(InvocationQuerySerializer, request.query_params.dict())
         device = selectors.device_for_owner(request.user, device_id)
         invocations = selectors.open_invocations(device)
         return Response({"invocations": [selectors.invocation_to_wire(invocation) for invocation in invocations]})
 
 
-class InvocationClaimView(APIView):
+class InvocationClaimView(IcaAPIView):
     @extend_schema(
         request=InvocationClaimSerializer,
-        responses=responses({200: _object_response}, 403, 404, 410, *WRITE_ERRORS),
+        responses=responses({200: InvocationClaimedSerializer}, 404, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
@@ -53,10 +58,10 @@ class InvocationClaimView(APIView):
         return Response({"executionId": str(invocation.execution_id), "expiresAt": invocation.expires_at.isoformat()})
 
 
-class InvocationResultView(APIView):
+class InvocationResultView(IcaAPIView):
     @extend_schema(
         request=InvocationResultSerializer,
-        responses=responses({200: _object_response}, 403, 404, 409, 410, *WRITE_ERRORS),
+        responses=responses({200: InvocationResultAcceptedSerializer}, 404, 409, 410, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)

@@ -126,6 +126,11 @@ class InvocationStatus(models.TextChoices):
     COMPLETED = "completed"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    REVOKED = "revoked"  # the device re-registered without the tool
+
+
+# Still in the device's hands: listed as pending, and ended by a deadline, a cancel or a revocation.
+OPEN_INVOCATION_STATUSES = (InvocationStatus.PENDING, InvocationStatus.CLAIMED)
 
 
 class DeviceInvocation(models.Model):
@@ -150,6 +155,7 @@ class DeviceInvocation(models.Model):
                 condition=Q(status="pending")
                 | Q(status="expired")
                 | Q(status="cancelled")
+                | Q(status="revoked")
                 | Q(execution_id__isnull=False),
                 name="tools_claimed_invocation_has_execution",
             ),

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from impo.errors import NotFound
 from runtime.models import Run, Submission
-from tools.models import Device, DeviceInvocation, InvocationStatus, ToolCall, ToolCallState
+from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, ToolCall, ToolCallState
 from tools.registry import ToolDefinition, registry
 
 
@@ -38,12 +38,17 @@ def device_for_owner(owner, device_id: uuid.UUID) -> Device:
 
 
 def open_invocations(device: Device) -> list[DeviceInvocation]:
-    """Pending and claimed-but-unfinished invocations still inside their deadline, oldest first."""
+    """Pending and claimed-but-unfinished invocations still inside their deadline, oldest first.
+
+    A cancelled run's invocations leave the list as soon as the cancel is asked for, before its worker
+    ends them.
+    """
     return list(
         DeviceInvocation.objects.filter(
             device=device,
-            status__in=[InvocationStatus.PENDING, InvocationStatus.CLAIMED],
+            status__in=OPEN_INVOCATION_STATUSES,
             expires_at__gt=timezone.now(),
+            tool_call__run__cancel_requested_at__isnull=True,
         )
         .select_related("tool_call")
         .order_by("created_at")

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
 
 INSTALLATION_ID_MAX = 256
 DEVICE_TOOLS_MAX = 64
@@ -35,12 +35,12 @@ class InvocationQuerySerializer(StrictSerializer):
 
 
 class InvocationClaimSerializer(StrictSerializer):
-    deviceId = serializers.UUIDField()
+    deviceId = StrictUUIDField()
 
 
 class InvocationResultSerializer(StrictSerializer):
-    deviceId = serializers.UUIDField()
-    executionId = serializers.UUIDField()
+    deviceId = StrictUUIDField()
+    executionId = StrictUUIDField()
     success = StrictBooleanField()
     output = serializers.JSONField(required=False, allow_null=True)
     error = DeviceErrorField(required=False, allow_null=True)
@@ -49,3 +49,37 @@ class InvocationResultSerializer(StrictSerializer):
         """The result as stored and compared: an identical retry yields the identical report."""
         data = self.validated_data
         return {"success": data["success"], "output": data.get("output"), "error": data.get("error")}
+
+
+# --- outputs ---------------------------------------------------------------------------------------------
+
+LISTED_INVOCATION_STATUSES = ("pending", "claimed")
+
+
+class DeviceRegisteredSerializer(serializers.Serializer):
+    deviceId = serializers.UUIDField()
+
+
+class InvocationSerializer(serializers.Serializer):
+    invocationId = serializers.UUIDField()
+    toolCallId = serializers.CharField()
+    deviceId = serializers.UUIDField()
+    expiresAt = serializers.DateTimeField()
+    toolName = serializers.CharField()
+    input = serializers.DictField(allow_null=True, help_text="The arguments the agent gave the tool.")
+    status = serializers.ChoiceField(choices=LISTED_INVOCATION_STATUSES)
+    executionId = serializers.UUIDField(allow_null=True)
+
+
+class InvocationListSerializer(serializers.Serializer):
+    invocations = InvocationSerializer(many=True)
+
+
+class InvocationClaimedSerializer(serializers.Serializer):
+    executionId = serializers.UUIDField()
+    expiresAt = serializers.DateTimeField()
+
+
+class InvocationResultAcceptedSerializer(serializers.Serializer):
+    accepted = serializers.BooleanField()
+    duplicate = serializers.BooleanField(help_text="An identical retry of a result already recorded.")

@@ -12,10 +12,11 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from impo.errors import Conflict, Forbidden, Gone, NotFound
+from impo.errors import Conflict, Gone, NotFound
 from runtime.events import append_events
 from runtime.models import EventType, Run
 from tools.models import (
+    OPEN_INVOCATION_STATUSES,
     Device,
     DeviceInvocation,
     InvocationStatus,
@@ -166,51 +167,68 @@ def mark_submitted(run: Run, receipt_ids: list[int]) -> None:
     )
 
 
-def expire_invocation(run: Run, call_id: str) -> ToolReceipt | None:
-    """Past the deadline without a result: the call is uncertain and the agent is told so. None if a result won.
-
-    The action may or may not have happened, so it is never retried; the call stays listed for staff to
-    reconcile, while the agent gets a `device_timeout` error and the run (and its conversation) goes on.
-    """
-    invocation = (
+def _locked_invocation_of_call(run: Run, call_id: str) -> DeviceInvocation:
+    return (
         DeviceInvocation.objects.select_for_update(of=("self",))
         .select_related("tool_call")
         .get(tool_call__run=run, tool_call__call_id=call_id)
     )
-    if invocation.status == InvocationStatus.COMPLETED or timezone.now() < invocation.expires_at:
-        return None
-    invocation.status = InvocationStatus.EXPIRED
-    invocation.save(update_fields=["status"])
-    call = _locked_call(run, call_id)
-    message = "The device did not report a result before the deadline; the action may or may not have run."
+
+
+def _make_uncertain(run: Run, call: ToolCall, code: str, message: str) -> ToolReceipt:
+    """A call whose device may or may not have acted: never retried, listed for staff, the agent told so."""
     call.transition_to(ToolCallState.UNCERTAIN)
-    call.error_code = "device_timeout"
+    call.error_code = code
     call.save(update_fields=["state", "error_code", "updated_at"])
     _events(
         run,
         [
             (
                 EventType.TOOL_UNCERTAIN,
-                {"toolCallId": call.call_id, "toolName": call.tool_name, "code": "device_timeout", "message": message},
+                {"toolCallId": call.call_id, "toolName": call.tool_name, "code": code, "message": message},
             )
         ],
     )
-    return ToolReceipt.objects.create(tool_call=call, result=error_result("device_timeout", message))
+    return ToolReceipt.objects.create(tool_call=call, result=error_result(code, message))
+
+
+def _end_invocation(run: Run, invocation: DeviceInvocation, status: str, code: str, message: str) -> ToolReceipt:
+    """Ends an open invocation: one never claimed did not run (an error receipt); a claimed one may have."""
+    was_claimed = invocation.status == InvocationStatus.CLAIMED
+    invocation.status = status
+    invocation.save(update_fields=["status"])
+    call = _locked_call(run, invocation.tool_call.call_id)
+    if was_claimed:
+        return _make_uncertain(run, call, code, message)
+    return _save_receipt(run, call, error_result(code, message))
+
+
+def expire_invocation(run: Run, call_id: str) -> ToolReceipt | None:
+    """Past the deadline without a result: the call is uncertain and the agent is told so. None if a result won.
+
+    The action may or may not have happened, so it is never retried; the call stays listed for staff to
+    reconcile, while the agent gets a `device_timeout` error and the run (and its conversation) goes on.
+    """
+    invocation = _locked_invocation_of_call(run, call_id)
+    if invocation.status not in OPEN_INVOCATION_STATUSES or timezone.now() < invocation.expires_at:
+        return None
+    invocation.status = InvocationStatus.EXPIRED
+    invocation.save(update_fields=["status"])
+    message = "The device did not report a result before the deadline; the action may or may not have run."
+    return _make_uncertain(run, _locked_call(run, call_id), "device_timeout", message)
 
 
 def withdraw_invocation(run: Run, call_id: str) -> ToolReceipt | None:
-    """On cancellation: an unclaimed invocation is withdrawn (it never ran); a claimed one is left to finish."""
-    invocation = (
-        DeviceInvocation.objects.select_for_update(of=("self",))
-        .select_related("tool_call")
-        .get(tool_call__run=run, tool_call__call_id=call_id)
-    )
-    if invocation.status != InvocationStatus.PENDING:
+    """On cancellation: the invocation leaves its device's list and refuses results. None if a result won.
+
+    One never claimed did not run; a claimed one may have, so its call becomes uncertain.
+    """
+    invocation = _locked_invocation_of_call(run, call_id)
+    if invocation.status not in OPEN_INVOCATION_STATUSES:
         return None
-    invocation.status = InvocationStatus.CANCELLED
-    invocation.save(update_fields=["status"])
-    withdrawn = error_result("cancelled", "The run was cancelled before the device claimed it.")
-    return _save_receipt(run, _locked_call(run, call_id), withdrawn)
+    return _end_invocation(
+        run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled."
+    )
 
 
 # --- reconciliation ---------------------------------------------------------------------------------
@@ -239,7 +257,11 @@ def resolve_uncertain_call(tool_call_id: uuid.UUID, *, succeeded: bool, note: st
 
 
 def register_device(*, owner, installation_id: str, tools: list[str]) -> Device:
-    """Same user and installation -> same device; its tool list is replaced by the latest one."""
+    """Same user and installation -> same device; its tool list is replaced by the latest one.
+
+    A tool no longer listed is revoked: its open invocations end (`permission_revoked`), so the runs
+    waiting on them go on instead of waiting out the deadline.
+    """
     for _ in range(2):
         try:
             with transaction.atomic(durable=True):
@@ -248,14 +270,45 @@ def register_device(*, owner, installation_id: str, tools: list[str]) -> Device:
                 )
                 if not created and device.tools != tools:
                     device.tools = tools
-                    device.save()
+                    device.save(update_fields=["tools", "updated_at"])
+                    _revoke_dropped_tools(device)
                 return device
         except IntegrityError:
             continue  # a concurrent first registration won; the next round finds its row
     raise Conflict("The device registration could not be saved; try again.", code="registration_conflict")
 
 
-def _locked_invocation(owner, invocation_id: uuid.UUID) -> tuple[Run, DeviceInvocation]:
+def _revoke_dropped_tools(device: Device) -> None:
+    """Runs are locked before their invocations (the lock order above), each run in id order."""
+    dropped = DeviceInvocation.objects.filter(device=device, status__in=OPEN_INVOCATION_STATUSES).exclude(
+        tool_call__tool_name__in=device.tools
+    )
+    runs = (
+        Run.objects.select_for_update(of=("self",))
+        .select_related("submission")
+        .filter(tool_calls__invocation__in=dropped)
+        .order_by("id")
+    )
+    for run in runs:
+        invocations = (
+            DeviceInvocation.objects.select_for_update(of=("self",))
+            .select_related("tool_call")
+            .filter(tool_call__run=run, device=device, status__in=OPEN_INVOCATION_STATUSES)
+            .exclude(tool_call__tool_name__in=device.tools)
+            .order_by("created_at")
+        )
+        for invocation in invocations:
+            _end_invocation(
+                run,
+                invocation,
+                InvocationStatus.REVOKED,
+                "permission_revoked",
+                f"The device no longer offers {invocation.tool_call.tool_name}.",
+            )
+
+
+def _locked_invocation(owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> tuple[Run, DeviceInvocation]:
+    """Another user's invocation and another device's look alike: not found (existence is not revealed)."""
     run = (
         Run.objects.select_for_update(of=("self",))
         .select_related("submission")
@@ -267,25 +320,45 @@ def _locked_invocation(owner, invocation_id: uuid.UUID) -> tuple[Run, DeviceInvo
     invocation = (
         DeviceInvocation.objects.select_for_update(of=("self",)).select_related("tool_call").get(id=invocation_id)
     )
+    if invocation.device_id != device_id:
+        raise NotFound("No such invocation.")
     return run, invocation
+
+
+# Why an invocation no longer accepts a claim or a first result, in the codes the original's apps know.
+_GONE = {
+    InvocationStatus.EXPIRED: ("invocation_expired", "This invocation expired."),
+    InvocationStatus.CANCELLED: ("invocation_cancelled", "The run of this invocation was cancelled."),
+    InvocationStatus.REVOKED: ("permission_revoked", "The device no longer offers this tool."),
+}
+
+
+def _refuse_if_gone(run: Run, invocation: DeviceInvocation) -> None:
+    """410 once the invocation ended, or its run's cancel was asked for (the worker ends it soon after)."""
+    if invocation.status in _GONE:
+        code, message = _GONE[invocation.status]
+        raise Gone(message, code=code)
+    if run.cancel_requested_at is not None:
+        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code="invocation_cancelled")
+    if timezone.now() >= invocation.expires_at:
+        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code="invocation_expired")
 
 
 def claim_invocation(*, owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> DeviceInvocation:
     with transaction.atomic(durable=True):
-        run, invocation = _locked_invocation(owner, invocation_id)
-        if invocation.device_id != device_id:
-            raise Forbidden("This invocation belongs to another device.", code="wrong_device")
-        if invocation.status in (InvocationStatus.CLAIMED, InvocationStatus.COMPLETED):
+        run, invocation = _locked_invocation(owner, invocation_id, device_id)
+        if invocation.status == InvocationStatus.COMPLETED:
             return invocation  # the same device claiming again gets the same execution
-        if invocation.status != InvocationStatus.PENDING or timezone.now() >= invocation.expires_at:
-            raise Gone("This invocation expired or was cancelled.", code="invocation_expired")
+        _refuse_if_gone(run, invocation)
+        if invocation.status == InvocationStatus.CLAIMED:
+            return invocation
         invocation.status = InvocationStatus.CLAIMED
         invocation.execution_id = uuid.uuid4()
         invocation.claimed_at = timezone.now()
-        invocation.save()
-        call = ToolCall.objects.select_for_update().get(id=invocation.tool_call_id)
+        invocation.save(update_fields=["status", "execution_id", "claimed_at"])
+        call = _locked_call(run, invocation.tool_call.call_id)
         call.transition_to(ToolCallState.ACCEPTED)
-        call.save()
+        call.save(update_fields=["state", "updated_at"])
         _events(
             run,
             [
@@ -307,31 +380,27 @@ def claim_invocation(*, owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -
 def complete_invocation(
     *, owner, invocation_id: uuid.UUID, device_id: uuid.UUID, execution_id: uuid.UUID, report: dict
 ) -> bool:
-    """Saves the device's result as the call's receipt; returns whether it was an identical retry."""
+    """Saves the device's result as the call's receipt; returns whether it was an identical retry.
+
+    An identical retry is answered as a duplicate whatever happened since (a deadline, a cancel): the
+    device saved its result before posting it and may post it again until it hears back.
+    """
     with transaction.atomic(durable=True):
-        run, invocation = _locked_invocation(owner, invocation_id)
-        if invocation.device_id != device_id:
-            raise Forbidden("This invocation belongs to another device.", code="wrong_device")
-        if invocation.status in (InvocationStatus.EXPIRED, InvocationStatus.CANCELLED):
-            raise Gone("This invocation expired or was cancelled.", code="invocation_expired")
-        if invocation.status == InvocationStatus.PENDING:
-            if timezone.now() >= invocation.expires_at:
-                raise Gone("This invocation expired.", code="invocation_expired")
-            raise Conflict("Claim the invocation before reporting its result.", code="not_claimed")
-        if invocation.execution_id != execution_id:
+        run, invocation = _locked_invocation(owner, invocation_id, device_id)
+        if invocation.execution_id is not None and invocation.execution_id != execution_id:
             raise Conflict("This result is for another execution of the invocation.", code="execution_mismatch")
         if invocation.status == InvocationStatus.COMPLETED:
             if invocation.result != report:
-                raise Conflict("A different result was already recorded.", code="result_conflict")
+                raise Conflict("A different result was already recorded.", code="idempotency_conflict")
             return True
-        if timezone.now() >= invocation.expires_at:
-            raise Gone("The result arrived after the invocation's deadline.", code="invocation_expired")
+        _refuse_if_gone(run, invocation)
+        if invocation.status == InvocationStatus.PENDING:
+            raise Conflict("Claim the invocation before reporting its result.", code="invocation_not_claimed")
         invocation.status = InvocationStatus.COMPLETED
         invocation.result = report
         invocation.completed_at = timezone.now()
-        invocation.save()
-        call = ToolCall.objects.select_for_update().get(id=invocation.tool_call_id)
-        _save_receipt(run, call, _device_result(report))
+        invocation.save(update_fields=["status", "result", "completed_at"])
+        _save_receipt(run, _locked_call(run, invocation.tool_call.call_id), _device_result(report))
         return False
 
 

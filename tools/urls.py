@@ -4,14 +4,16 @@ from tools import api
 
 urlpatterns = [
     path("devices/register", api.DeviceRegisterView.as_view(), name="device-register"),
-    path("devices/<uuid:device_id>/tool-invocations", api.DeviceInvocationsView.as_view(), name="device-invocations"),
     path(
-        "device-tool-invocations/<uuid:invocation_id>/claim",
+        "devices/<ica_uuid:device_id>/tool-invocations", api.DeviceInvocationsView.as_view(), name="device-invocations"
+    ),
+    path(
+        "device-tool-invocations/<ica_uuid:invocation_id>/claim",
         api.InvocationClaimView.as_view(),
         name="device-invocation-claim",
     ),
     path(
-        "device-tool-invocations/<uuid:invocation_id>/result",
+        "device-tool-invocations/<ica_uuid:invocation_id>/result",
         api.InvocationResultView.as_view(),
         name="device-invocation-result",
     ),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from runtime.models import Event, EventType, Run
@@ -42,7 +43,7 @@ def read_stream(url: str, token: str) -> tuple[httpx.Headers, list]:
 
 def assert_well_formed(items: list) -> None:
     assert items[0]["type"] == "start"
-    assert items[-2]["type"] == "finish"
+    assert items[-2] == {"type": "finish"}
     assert items[-1] == "[DONE]"
     assert [item for item in items if item != "[DONE]" and item["type"] == "start"] == [items[0]]
     opened = set()
@@ -57,16 +58,54 @@ def text_of(items: list) -> str:
     return "".join(item["delta"] for item in items if item != "[DONE]" and item["type"] == "text-delta")
 
 
-def completed(submission_id) -> Run:
+def completed(submission_id, state="completed") -> Run:
     return wait_until(
         lambda: (
-            Run.objects.filter(submission_id=submission_id, state="completed")
+            Run.objects.filter(submission_id=submission_id, state=state)
             .select_related("submission__assistant_message")
             .first()
         ),
         timeout=60,
-        what="the run to complete",
+        what=f"the run to be {state}",
     )
+
+
+def ending(items: list) -> list:
+    """The stream's last four items: `error`|`abort`, the final status, `finish`, `[DONE]`."""
+    return [item if item == "[DONE]" else item["type"] for item in items[-4:]]
+
+
+def final_status(items: list) -> str:
+    return [item for item in items if item != "[DONE]" and item["type"] == "data-instant-submission"][-1]["data"][
+        "status"
+    ]
+
+
+def read_with_the_ai_sdk(url: str, token: str) -> dict:
+    result = subprocess.run(
+        ["node", "read_ui_message_stream.mjs", url, token],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def cancelled_mid_reply(api, rebyte_double, stack) -> str:
+    """A run cancelled while its reply streams: its input was sent, so the remote turn is cancelled."""
+    rebyte_double.configure(delta_delay_ms=200)
+    stack.start_worker()
+    submission_id = post_message(api, "/slow a reply that will be cut short")["submissionId"]
+    wait_until(
+        lambda: Event.objects.filter(submission_id=submission_id, type=EventType.TEXT_DELTA).exists(),
+        timeout=30,
+        what="the reply to start streaming",
+    )
+    api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
+    completed(submission_id, "cancelled")
+    return submission_id
 
 
 def test_a_finished_submission_streams_a_complete_reconstruction(stack, web, api, user):
@@ -146,24 +185,150 @@ def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(sta
     stack.start_worker()
     receipt = post_message(api, "parse me with the real SDK")
     completed(receipt["submissionId"])
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
 
-    result = subprocess.run(
-        ["node", "read_ui_message_stream.mjs", url, token_of(user)],
-        cwd=JS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-
-    parsed = json.loads(result.stdout)
+    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    assert parsed["finished"] is True
     history = api.get("/api/v1/conversation").json()
     [assistant] = [m for m in history["messages"] if m["role"] == "assistant"]
     assert parsed["header"] == "v1"
     assert parsed["message"]["id"] == assistant["id"]
     text = "".join(part["text"] for part in parsed["message"]["parts"] if part["type"] == "text")
     assert text == assistant["text"] == "Echo: parse me with the real SDK"
+
+
+def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(stack, web, api, user):
+    stack.start_worker()
+    receipt = post_message(api, "/fail the model broke")
+    completed(receipt["submissionId"], "failed")
+
+    _, items = read_stream(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+
+    assert ending(items) == ["error", "data-instant-submission", "finish", "[DONE]"]
+    assert final_status(items) == "failed"
+
+
+def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(stack, web, api, user, rebyte_double):
+    submission_id = cancelled_mid_reply(api, rebyte_double, stack)
+
+    _, items = read_stream(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
+
+    assert ending(items) == ["abort", "data-instant-submission", "finish", "[DONE]"]
+    assert final_status(items) == "cancelled"
+
+
+def test_a_live_stream_of_a_run_that_fails_ends_with_finish(stack, web, api, user):
+    receipt = post_message(api, "/fail broken while watched")
+    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
+    stack.start_worker()
+    reader.join(timeout=60)
+
+    [items] = results
+    assert "run.started" in event_types_of(receipt["submissionId"])
+    assert ending(items) == ["error", "data-instant-submission", "finish", "[DONE]"]
+
+
+def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(stack, web, api, user):
+    stack.start_worker()
+    receipt = post_message(api, "/fail the model broke")
+    completed(receipt["submissionId"], "failed")
+
+    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+
+    assert parsed["finished"] is True
+    assert len(parsed["errors"]) == 1
+    assert parsed["message"]["id"] == str(Run.objects.get().submission.assistant_message_id)
+
+
+def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(stack, web, api, user, rebyte_double):
+    submission_id = cancelled_mid_reply(api, rebyte_double, stack)
+
+    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
+
+    assert parsed["finished"] is True
+    assert parsed["aborted"] is True
+    assert parsed["errors"] == []
+
+
+def test_a_tool_phase_is_told_as_a_transient_step(stack, web, api, user):
+    stack.start_worker()
+    receipt = post_message(api, '/tool current_time {"timeZone": "UTC"}')
+    completed(receipt["submissionId"])
+
+    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+
+    [tool_step] = [step for step in parsed["steps"] if step["kind"] == "tool"]
+    assert tool_step["transient"] is True
+    assert (tool_step["schemaVersion"], tool_step["title"], tool_step["status"]) == (
+        1,
+        "Running current_time",
+        "completed",
+    )
+    assert tool_step["result"]["timeZone"] == "UTC"
+    assert not [part for part in parsed["message"]["parts"] if part["type"] == "data-instant-step"]
+
+
+def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(stack, web, api, user):
+    device_id = api.post(
+        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
+    ).json()["deviceId"]
+    stack.start_worker()
+    receipt = api.post(
+        "/api/v1/conversation/messages",
+        {"clientMessageId": "m-1", "text": '/tool play_sound {"sound": "chime"}', "deviceId": device_id},
+        format="json",
+    ).json()
+    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+
+    step = first_step(url, token_of(user), kind="device")
+
+    assert step["transient"] is True
+    assert (step["data"]["title"], step["data"]["status"]) == ("Waiting for your device to run play_sound", "running")
+    api.post(f"/api/v1/submissions/{receipt['submissionId']}/cancel", {}, format="json")
+
+
+def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, web, api, user):
+    receipt = post_message(api, "no worker will take this")  # no worker: the stream keeps polling the log
+    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
+
+    with connection.cursor() as cursor:  # the web process loses its database connections
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    reader.join(timeout=30)
+
+    [items] = results
+    assert [item if item == "[DONE]" else item["type"] for item in items[-2:]] == ["error", "[DONE]"]
+    assert {"type": "finish"} not in items
+    assert Run.objects.get(submission_id=receipt["submissionId"]).state == "queued"  # the run is untouched
+
+
+def subscribed_reader(web, api, user, submission_id) -> tuple[threading.Thread, list]:
+    """A thread reading the submission's stream to its end, started and registered as a subscriber."""
+    url = f"{web}/api/v1/submissions/{submission_id}/stream"
+    results = []
+    reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
+    reader.start()
+    wait_until(
+        lambda: api.get(f"/api/v1/submissions/{submission_id}").json()["subscriberCount"] == 1,
+        timeout=10,
+        what="the subscriber to register",
+    )
+    return reader, results
+
+
+def first_step(url: str, token: str, *, kind: str) -> dict:
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line.removeprefix("data: "))
+                if chunk["type"] == "data-instant-step" and chunk["data"]["kind"] == kind:
+                    return chunk
+    raise AssertionError(f"the stream ended without a {kind} step")
+
+
+def event_types_of(submission_id) -> list[str]:
+    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
 
 
 def token_of(user) -> str:

@@ -8,6 +8,12 @@ from runtime.models import Message, Submission
 pytestmark = pytest.mark.django_db
 
 MESSAGES = "/api/v1/conversation/messages"
+CURRENT_DATE = "2026-12-03T10:00:00+01:00"
+A_UUID = "0b6c1c9e-4c1a-4c57-9f53-2f2f0e6f4d1a"
+
+
+def context(**fields) -> dict:
+    return {"timeZone": "Europe/Paris", "currentDate": CURRENT_DATE, **fields}
 
 
 def assert_invalid(response, fragment=""):
@@ -38,12 +44,87 @@ def assert_invalid(response, fragment=""):
         ({"clientMessageId": "m", "text": "hi", "deviceId": "not-a-uuid"}, "deviceId"),
         ({"clientMessageId": "m", "text": "hi", "clientContext": {"timeZone": "Mars/Olympus"}}, "timeZone"),
         ({"clientMessageId": "m", "text": "hi", "clientContext": {"locale": "en"}}, "locale"),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": {"timeZone": "Europe/Paris"}}, "currentDate"),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": {"currentDate": CURRENT_DATE}}, "timeZone"),
+        (
+            {"clientMessageId": "m", "text": "hi", "clientContext": {"timeZone": None, "currentDate": CURRENT_DATE}},
+            "timeZone",
+        ),
+        (
+            {"clientMessageId": "m", "text": "hi", "clientContext": context(currentDate="2026-12-03T10:00:00")},
+            "currentDate",
+        ),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": context(currentDate="2026-12-03")}, "currentDate"),
+        ({"clientMessageId": "m", "text": "hi", "clientContext": context(currentDate="tomorrow")}, "currentDate"),
     ],
 )
 def test_invalid_message_bodies_are_refused_and_save_nothing(api, body, fragment):
     assert_invalid(api.post(MESSAGES, body, format="json"), fragment)
     assert Submission.objects.count() == 0
     assert Message.objects.count() == 0
+
+
+def test_a_complete_client_context_is_accepted(api):
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "clientContext": context()}, format="json")
+
+    assert response.status_code == 202
+
+
+def test_another_users_device_id_is_not_found_and_saves_nothing(api, other_api):
+    foreign = other_api.post(
+        "/api/v1/devices/register", {"installationId": "phone", "tools": []}, format="json"
+    ).json()["deviceId"]
+
+    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": foreign}, format="json")
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert Submission.objects.count() == 0
+
+
+def test_a_task_is_created_without_a_device_id(api):
+    response = api.post("/api/v1/tasks", {"clientMessageId": "t", "text": "hi", "deviceId": A_UUID}, format="json")
+
+    assert_invalid(response, "deviceId")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/submissions/not-a-uuid",
+        "/api/v1/submissions/0b6c1c9e4c1a4c579f532f2f0e6f4d1a",
+        "/api/v1/submissions/not-a-uuid/stream",
+        "/api/v1/tasks/123/conversation",
+        "/api/v1/devices/x/tool-invocations",
+        "/api/v1/scheduled-tasks/nope",
+        "/api/v1/scheduled-tasks/nope/runs",
+    ],
+)
+def test_a_path_id_that_is_not_a_uuid_is_an_invalid_request(api, path):
+    assert_invalid(api.get(path), "must be a UUID")
+
+
+def test_a_write_to_a_path_id_that_is_not_a_uuid_is_an_invalid_request(api):
+    assert_invalid(api.post("/api/v1/submissions/42/cancel", {}, format="json"), "submission_id")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/tasks?page=2",
+        "/api/v1/conversation?after=3",
+        f"/api/v1/submissions/{A_UUID}?verbose=1",
+        f"/api/v1/submissions/{A_UUID}/stream?after=3",
+        "/api/v1/scheduled-tasks?all=1",
+        f"/api/v1/scheduled-tasks/{A_UUID}/runs?after=x",
+    ],
+)
+def test_an_unknown_query_parameter_is_an_invalid_request(api, path):
+    assert_invalid(api.get(path))
+
+
+def test_a_repeated_query_parameter_is_an_invalid_request(api):
+    assert_invalid(api.get("/api/v1/conversation?limit=1&limit=2"), "limit")
 
 
 def test_text_at_the_limit_is_accepted(api):
@@ -64,10 +145,14 @@ def test_malformed_json_is_an_invalid_request(api, raw):
     assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"))
 
 
-def test_a_body_over_64_kib_is_an_invalid_request(api):
+def test_a_body_over_64_kib_is_refused_as_too_large(api):
     raw = json.dumps({"clientMessageId": "m", "text": "x" * 70_000}).encode()
 
-    assert_invalid(api.generic("POST", MESSAGES, raw, content_type="application/json"), "exceeds")
+    response = api.generic("POST", MESSAGES, raw, content_type="application/json")
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert Submission.objects.count() == 0
 
 
 def test_a_non_json_content_type_is_refused_with_an_ica_error(api):

@@ -44,7 +44,3 @@ def test_an_unknown_submission_is_not_found_exactly_like_another_users(api, othe
 
     assert unknown.status_code == foreign.status_code == 404
     assert unknown.json()["error"] == foreign.json()["error"]
-
-
-def test_a_malformed_id_in_the_path_is_not_found(api):
-    assert_not_found(api.get("/api/v1/submissions/not-a-uuid"))

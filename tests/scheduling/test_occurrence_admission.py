@@ -57,6 +57,16 @@ def test_an_occurrence_opens_one_ordinary_task_with_a_queued_run(user):
 
 
 @pytest.mark.django_db
+def test_an_occurrences_message_carries_the_plans_zone_and_the_fire_time_as_its_client_context(user):
+    plan = make_plan(user, schedule=daily("09:00", "Europe/Berlin"))
+
+    admit(plan)
+
+    submission = Submission.objects.get(conversation__task=ScheduledRun.objects.get(plan=plan).task)
+    assert submission.client_context == {"timeZone": "Europe/Berlin", "currentDate": "2026-03-03T09:00:00+01:00"}
+
+
+@pytest.mark.django_db
 def test_an_occurrence_advances_the_next_run_time(user):
     plan = make_plan(user, schedule=daily("09:00", "Europe/Berlin"))
 

@@ -4,7 +4,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
+from runtime import services as runtime_services
+from runtime.models import Submission, Task
 from scheduling import services
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.services import MAX_LIVE_PLANS, PlanCommand
@@ -96,31 +99,49 @@ def test_a_replayed_once_plan_is_still_the_saved_plan_after_its_time_passed(api,
 
 
 @pytest.mark.parametrize(
-    ("fields", "message_start"),
+    ("fields", "message_start", "code"),
     [
-        ({"title": ""}, "title:"),
-        ({"title": "x" * 121}, "title:"),
-        ({"title": "   "}, "title:"),
-        ({"goal": "x" * 4001}, "goal:"),
-        ({"goal": "a\x00b"}, "goal:"),
-        ({"clientRequestId": ""}, "clientRequestId:"),
-        ({"clientRequestId": "x" * 257}, "clientRequestId:"),
-        ({"enabled": "yes"}, "enabled:"),
-        ({"schedule": None}, "schedule:"),
-        ({"schedule": daily() | {"time": "9am"}}, "schedule.time:"),
-        ({"schedule": {"frequency": "daily", "timeZone": "UTC", "time": "09:00"}}, "schedule.runAt:"),
-        ({"schedule": daily(zone="Mars/Olympus")}, "schedule.timeZone:"),
-        ({"schedule": once(datetime(2020, 1, 1, tzinfo=UTC))}, "schedule.runAt:"),
-        ({"schedule": once(datetime(2099, 1, 1)) | {"runAt": "2099-01-01T09:00:00"}}, "schedule.runAt:"),
-        ({"schedule": daily() | {"frequency": "weekly", "weekdays": [1, 1]}}, "schedule.weekdays[1]:"),
-        ({"schedule": daily() | {"frequency": "cron", "time": None, "cron": "* * *"}}, "schedule.cron:"),
-        ({"color": "red"}, "color:"),
+        ({"title": ""}, "title:", "invalid_request"),
+        ({"title": "x" * 121}, "title:", "invalid_request"),
+        ({"title": "   "}, "title:", "invalid_request"),
+        ({"goal": "x" * 4001}, "goal:", "invalid_request"),
+        ({"goal": "a\x00b"}, "goal:", "invalid_request"),
+        ({"clientRequestId": ""}, "clientRequestId:", "invalid_request"),
+        ({"clientRequestId": "x" * 257}, "clientRequestId:", "invalid_request"),
+        ({"enabled": "yes"}, "enabled:", "invalid_request"),
+        ({"schedule": None}, "schedule:", "invalid_request"),
+        ({"schedule": daily() | {"time": "9am"}}, "schedule.time:", "invalid_task_schedule"),
+        (
+            {"schedule": {"frequency": "daily", "timeZone": "UTC", "time": "09:00"}},
+            "schedule.runAt:",
+            "invalid_task_schedule",
+        ),
+        ({"schedule": daily(zone="Mars/Olympus")}, "schedule.timeZone:", "invalid_task_schedule"),
+        ({"schedule": once(datetime(2020, 1, 1, tzinfo=UTC))}, "schedule.runAt:", "schedule_in_past"),
+        (
+            {"schedule": once(datetime(2099, 1, 1)) | {"runAt": "2099-01-01T09:00:00"}},
+            "schedule.runAt:",
+            "invalid_task_schedule",
+        ),
+        (
+            {"schedule": daily() | {"frequency": "weekly", "weekdays": [1, 1]}},
+            "schedule.weekdays[1]:",
+            "invalid_task_schedule",
+        ),
+        (
+            {"schedule": daily() | {"frequency": "cron", "time": None, "cron": "* * *"}},
+            "schedule.cron:",
+            "invalid_task_schedule",
+        ),
+        ({"color": "red"}, "color:", "invalid_request"),
     ],
 )
-def test_an_invalid_create_is_rejected_with_the_offending_field(api, fields, message_start):
+def test_an_invalid_create_is_rejected_with_the_offending_field_and_the_contracts_code(
+    api, fields, message_start, code
+):
     response = api.post(PLANS_URL, create_body(**fields), format="json")
 
-    assert error_of(response) == (400, "invalid_request")
+    assert error_of(response) == (400, code)
     assert response.json()["error"]["message"].startswith(message_start), response.json()
     assert "requestId" in response.json()
     assert not ScheduledTask.objects.exists()
@@ -236,7 +257,7 @@ def test_an_update_rejects_unknown_fields_and_invalid_schedules(api):
     )
 
     assert error_of(unknown) == (400, "invalid_request")
-    assert error_of(past) == (400, "invalid_request")
+    assert error_of(past) == (400, "schedule_in_past")
     assert error_of(no_revision) == (400, "invalid_request")
 
 
@@ -269,11 +290,39 @@ def test_deleting_with_a_stale_revision_is_refused_as_schedule_changed(api):
     assert ScheduledTask.objects.get(id=plan["id"]).deleted_at is None
 
 
-def test_a_deleted_plan_cannot_be_updated(api):
+def test_changing_a_deleted_plan_is_gone_as_schedule_deleted(api):
     plan = create(api)
     api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
 
-    assert error_of(api.put(plan_url(plan["id"]), update_body(plan), format="json")) == (404, "not_found")
+    assert error_of(api.put(plan_url(plan["id"]), update_body(plan), format="json")) == (410, "schedule_deleted")
+
+
+def test_replaying_the_create_of_a_deleted_plan_is_gone_as_schedule_deleted(api):
+    body = create_body()
+    plan = api.post(PLANS_URL, body, format="json").json()
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(api.post(PLANS_URL, body, format="json")) == (410, "schedule_deleted")
+
+
+def test_deleting_an_already_deleted_plan_with_an_older_revision_answers_deleted(api):
+    plan = create(api)
+    edited = update(api, plan, title="Edited")
+    api.delete(plan_url(plan["id"]), {"revision": edited["revision"]}, format="json")
+
+    again = api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert (again.status_code, again.json()) == (200, {"deleted": True})
+
+
+def test_another_users_deleted_plan_is_not_found(api, other_api):
+    plan = create(api)
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(other_api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")) == (
+        404,
+        "not_found",
+    )
 
 
 def test_deleting_without_a_revision_is_rejected(api):
@@ -315,6 +364,21 @@ def test_the_run_history_pages_newest_first_thirty_at_a_time(api):
     }
 
 
+def test_the_run_history_shows_the_admitted_tasks_current_status(api):
+    plan = create(api)
+    services.admit_occurrence(
+        plan_id=uuid.UUID(plan["id"]), revision=uuid.UUID(plan["revision"]), fire_time=timezone.now()
+    )
+    task = Task.objects.select_related("conversation").get()
+    submission = Submission.objects.get(conversation=task.conversation)
+    runtime_services.request_cancel(owner=task.owner, submission_id=submission.id)
+
+    [run] = api.get(f"{plan_url(plan['id'])}/runs").json()["runs"]
+
+    assert run["taskId"] == str(task.id)
+    assert run["status"] == "cancelled"
+
+
 def test_a_run_history_of_exactly_one_page_has_no_next_cursor(api):
     plan = create(api)
     _record_runs(plan["id"], 30)
@@ -322,8 +386,20 @@ def test_a_run_history_of_exactly_one_page_has_no_next_cursor(api):
     assert api.get(f"{plan_url(plan['id'])}/runs").json()["nextCursor"] is None
 
 
-@pytest.mark.parametrize("query", [{"before": "not-a-cursor!"}, {"after": "x"}])
-def test_a_bad_run_history_query_is_rejected(api, query):
+def test_a_run_history_cursor_this_endpoint_never_returned_is_an_invalid_cursor(api):
     plan = create(api)
 
-    assert error_of(api.get(f"{plan_url(plan['id'])}/runs", query)) == (400, "invalid_request")
+    assert error_of(api.get(f"{plan_url(plan['id'])}/runs", {"before": "not-a-cursor!"})) == (400, "invalid_cursor")
+
+
+def test_an_unknown_run_history_parameter_is_an_invalid_request(api):
+    plan = create(api)
+
+    assert error_of(api.get(f"{plan_url(plan['id'])}/runs", {"after": "x"})) == (400, "invalid_request")
+
+
+def test_a_revision_that_is_not_a_uuid_string_is_rejected_even_for_a_deleted_plan(api):
+    plan = create(api)
+    api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
+
+    assert error_of(api.delete(plan_url(plan["id"]), {"revision": True}, format="json")) == (400, "invalid_request")

@@ -8,7 +8,7 @@ from django.utils import timezone
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run
 from tools import services
-from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState
+from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState, ToolReceipt
 
 pytestmark = pytest.mark.django_db
 
@@ -130,11 +130,11 @@ def test_another_user_claiming_gets_not_found(other_api, invocation, device_id):
     assert claim(other_api, invocation.id, device_id).status_code == 404
 
 
-def test_another_device_of_the_user_claiming_is_refused_as_wrong_device(api, invocation):
+def test_another_device_of_the_user_claiming_gets_not_found(api, invocation):
     response = claim(api, invocation.id, register(api, "tablet-1"))
 
-    assert response.status_code == 403
-    assert error_code(response) == "wrong_device"
+    assert response.status_code == 404
+    assert error_code(response) == "not_found"
 
 
 def test_claiming_an_expired_invocation_is_gone(api, invocation, device_id):
@@ -146,10 +146,87 @@ def test_claiming_an_expired_invocation_is_gone(api, invocation, device_id):
     assert error_code(response) == "invocation_expired"
 
 
-def test_claiming_a_cancelled_invocation_is_gone(api, invocation, device_id):
-    DeviceInvocation.objects.filter(id=invocation.id).update(status=InvocationStatus.CANCELLED)
+def test_claiming_an_invocation_of_a_cancelled_run_is_gone_as_cancelled(api, invocation, device_id):
+    api.post(f"/api/v1/submissions/{invocation.tool_call.run.submission_id}/cancel", {}, format="json")
 
-    assert error_code(claim(api, invocation.id, device_id)) == "invocation_expired"
+    response = claim(api, invocation.id, device_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "invocation_cancelled"
+
+
+def test_a_cancelled_runs_claimed_invocation_leaves_the_pending_list(api, invocation, device_id):
+    claim(api, invocation.id, device_id)
+
+    api.post(f"/api/v1/submissions/{invocation.tool_call.run.submission_id}/cancel", {}, format="json")
+
+    assert api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json() == {"invocations": []}
+
+
+def test_a_result_for_a_claimed_invocation_of_a_cancelled_run_is_gone_as_cancelled(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    api.post(f"/api/v1/submissions/{invocation.tool_call.run.submission_id}/cancel", {}, format="json")
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "invocation_cancelled"
+    assert not ToolReceipt.objects.exists()
+
+
+def test_withdrawing_a_claimed_invocation_makes_its_call_uncertain(invocation, device_id, api):
+    claim(api, invocation.id, device_id)
+    run = invocation.tool_call.run
+    api.post(f"/api/v1/submissions/{run.submission_id}/cancel", {}, format="json")
+    # worker-a sent the input and died; worker-b takes over to relay the cancel
+    Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now(), input_sent_at=timezone.now())
+
+    with runtime_services.fenced(runtime_services.claim_run(run.id, "worker-b")) as locked:
+        receipt = services.withdraw_invocation(locked, "call_1")
+
+    assert receipt.result["error"]["code"] == "invocation_cancelled"
+    assert ToolCall.objects.get(call_id="call_1").state == ToolCallState.UNCERTAIN
+    assert DeviceInvocation.objects.get(id=invocation.id).status == InvocationStatus.CANCELLED
+
+
+def test_re_registering_without_the_tool_takes_its_invocation_off_the_pending_list(api, invocation, device_id):
+    register(api, tools=["vibrate"])
+
+    assert api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json() == {"invocations": []}
+
+
+def test_re_registering_without_the_tool_gives_the_agent_a_permission_revoked_error(api, invocation, device_id):
+    register(api, tools=[])
+
+    call = ToolCall.objects.select_related("receipt").get(call_id="call_1")
+    assert call.state == ToolCallState.FAILED
+    assert call.receipt.result["error"]["code"] == "permission_revoked"
+
+
+def test_claiming_a_revoked_invocation_is_gone_as_permission_revoked(api, invocation, device_id):
+    register(api, tools=[])
+
+    response = claim(api, invocation.id, device_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "permission_revoked"
+
+
+def test_a_result_for_a_claimed_then_revoked_invocation_is_gone_as_permission_revoked(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    register(api, tools=[])
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 410
+    assert error_code(response) == "permission_revoked"
+    assert ToolCall.objects.get(call_id="call_1").state == ToolCallState.UNCERTAIN
+
+
+def test_re_registering_with_the_same_tools_keeps_the_invocation_pending(api, invocation, device_id):
+    register(api, tools=["play_sound"])
+
+    assert DeviceInvocation.objects.get(id=invocation.id).status == InvocationStatus.PENDING
 
 
 def test_a_result_is_saved_as_the_calls_receipt(api, invocation, device_id):
@@ -187,14 +264,25 @@ def test_an_identical_result_retry_is_accepted_as_a_duplicate_even_after_complet
     assert Event.objects.filter(type=EventType.TOOL_COMPLETED).count() == 1
 
 
-def test_a_conflicting_result_retry_is_refused(api, invocation, device_id):
+def test_an_identical_result_retry_is_a_duplicate_even_after_the_deadline(api, invocation, device_id):
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
+    report(api, invocation.id, device_id, execution_id)
+    expire(invocation)
+
+    response = report(api, invocation.id, device_id, execution_id)
+
+    assert response.status_code == 200
+    assert response.json() == {"accepted": True, "duplicate": True}
+
+
+def test_a_conflicting_result_retry_is_an_idempotency_conflict(api, invocation, device_id):
     execution_id = claim(api, invocation.id, device_id).json()["executionId"]
     report(api, invocation.id, device_id, execution_id)
 
     response = report(api, invocation.id, device_id, execution_id, output={"played": False})
 
     assert response.status_code == 409
-    assert error_code(response) == "result_conflict"
+    assert error_code(response) == "idempotency_conflict"
 
 
 def test_a_result_for_another_execution_is_refused(api, invocation, device_id):
@@ -210,7 +298,7 @@ def test_a_result_for_an_unclaimed_invocation_is_refused(api, invocation, device
     response = report(api, invocation.id, device_id, "00000000-0000-0000-0000-000000000000")
 
     assert response.status_code == 409
-    assert error_code(response) == "not_claimed"
+    assert error_code(response) == "invocation_not_claimed"
 
 
 def test_a_first_result_after_the_deadline_is_gone(api, invocation, device_id):
@@ -230,10 +318,10 @@ def test_another_user_reporting_a_result_gets_not_found(api, other_api, invocati
     assert report(other_api, invocation.id, device_id, execution_id).status_code == 404
 
 
-def test_a_result_from_another_device_is_refused_as_wrong_device(api, invocation, device_id):
+def test_a_result_from_another_device_of_the_user_gets_not_found(api, invocation, device_id):
     execution_id = claim(api, invocation.id, device_id).json()["executionId"]
 
     response = report(api, invocation.id, register(api, "tablet-1"), execution_id)
 
-    assert response.status_code == 403
-    assert error_code(response) == "wrong_device"
+    assert response.status_code == 404
+    assert error_code(response) == "not_found"

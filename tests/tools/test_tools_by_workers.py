@@ -338,10 +338,45 @@ def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_sta
     run = settled_run(submission_id)
     assert run.state == RunState.CANCELLED
     call = ToolCall.objects.select_related("invocation").get()
-    assert (call.state, call.error_code) == (ToolCallState.FAILED, "cancelled")
+    assert (call.state, call.error_code) == (ToolCallState.FAILED, "invocation_cancelled")
     assert call.invocation.status == InvocationStatus.CANCELLED
     claim = api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
-    assert claim.json()["error"]["code"] == "invocation_expired"
+    assert (claim.status_code, claim.json()["error"]["code"]) == (410, "invocation_cancelled")
+
+
+def test_cancelling_after_the_device_claimed_ends_the_run_and_refuses_the_result(device_stack, api):
+    device_stack.start_worker()
+    device_id = register_device(api)
+    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
+    claim_url = f"/api/v1/device-tool-invocations/{invocation.id}/claim"
+    execution_id = api.post(claim_url, {"deviceId": device_id}, format="json").json()["executionId"]
+
+    api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.CANCELLED
+    result = api.post(
+        f"/api/v1/device-tool-invocations/{invocation.id}/result",
+        {"deviceId": device_id, "executionId": execution_id, "success": True, "output": {"played": True}},
+        format="json",
+    )
+    assert (result.status_code, result.json()["error"]["code"]) == (410, "invocation_cancelled")
+    assert ToolCall.objects.get().state == ToolCallState.UNCERTAIN
+
+
+def test_revoking_the_tool_mid_call_gives_the_agent_permission_revoked_and_the_run_goes_on(device_stack, api):
+    device_stack.start_worker()
+    device_id = register_device(api)
+    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
+
+    api.post("/api/v1/devices/register", {"installationId": "phone-1", "tools": []}, format="json")
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert reply(run) == tool_reply("play_sound", ToolReceipt.objects.get().result)
+    assert ToolReceipt.objects.get().result["error"]["code"] == "permission_revoked"
 
 
 def test_a_run_released_while_its_turn_waits_for_a_tool_result_settles_and_so_does_the_next_message(

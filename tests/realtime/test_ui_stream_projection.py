@@ -1,0 +1,82 @@
+"""The projection of persisted events onto UI message stream chunks, fed events as the stream reads them."""
+
+from runtime.models import EventType
+from runtime.ui_stream import UIMessageStream, compact
+
+
+def fed(*events) -> list[dict]:
+    stream = UIMessageStream(message_id="msg-1", submission_id="sub-1")
+    chunks = stream.start()
+    for kind, payload in events:
+        chunks += stream.feed({"type": kind, "payload": payload})
+    return chunks
+
+
+def steps(chunks) -> list[tuple]:
+    return [(c["id"], c["data"]["kind"], c["data"]["status"]) for c in chunks if c["type"] == "data-instant-step"]
+
+
+STARTED = (EventType.RUN_STARTED, {"status": "running"})
+
+
+def test_a_started_run_is_a_running_step_until_its_first_text():
+    chunks = fed(STARTED, (EventType.TEXT_DELTA, {"partId": "p1", "delta": "Hi"}))
+
+    assert steps(chunks) == [("step-run-sub-1", "run", "running"), ("step-run-sub-1", "run", "completed")]
+    assert [c["type"] for c in chunks][-2:] == ["text-start", "text-delta"]
+
+
+def test_a_device_call_is_a_waiting_step_then_a_running_one_once_claimed():
+    requested = {
+        "toolCallId": "c1",
+        "toolName": "play_sound",
+        "input": {},
+        "device": {"invocationId": "i1", "deviceId": "d1", "expiresAt": "2026-01-01T00:00:00+00:00"},
+    }
+    chunks = fed(
+        STARTED,
+        (EventType.TOOL_REQUESTED, requested),
+        (EventType.TOOL_ACCEPTED, {"toolCallId": "c1", "toolName": "play_sound", "status": "waiting_device"}),
+        (EventType.TOOL_UNCERTAIN, {"toolCallId": "c1", "toolName": "play_sound", "code": "device_timeout"}),
+    )
+
+    assert steps(chunks)[2:] == [
+        ("step-tool-c1", "device", "running"),
+        ("step-tool-c1", "device", "running"),
+        ("step-tool-c1", "device", "uncertain"),
+    ]
+
+
+def test_a_call_refused_on_the_spot_settles_no_step_it_never_opened():
+    chunks = fed(
+        (
+            EventType.TOOL_COMPLETED,
+            {"toolCallId": "c9", "toolName": "x", "error": {"code": "unknown_tool", "message": "no"}},
+        )
+    )
+
+    assert steps(chunks) == []
+
+
+def test_a_reconstruction_keeps_only_each_steps_latest_state():
+    chunks = fed(
+        STARTED,
+        (EventType.TOOL_REQUESTED, {"toolCallId": "c1", "toolName": "current_time", "input": {}}),
+        (EventType.TOOL_COMPLETED, {"toolCallId": "c1", "toolName": "current_time", "output": {"now": "x"}}),
+    )
+
+    assert steps(compact(chunks)) == [("step-run-sub-1", "run", "completed"), ("step-tool-c1", "tool", "completed")]
+
+
+def test_a_failed_run_ends_with_error_then_its_status_then_finish():
+    chunks = fed(STARTED, (EventType.RUN_FAILED, {"error": {"code": "x", "message": "broke"}}))
+
+    assert [c["type"] for c in chunks][-3:] == ["error", "data-instant-submission", "finish"]
+    assert chunks[-2]["data"]["status"] == "failed"
+
+
+def test_a_cancelled_run_ends_with_abort_then_its_status_then_finish():
+    chunks = fed(STARTED, (EventType.RUN_CANCELLED, {}))
+
+    assert [c["type"] for c in chunks][-3:] == ["abort", "data-instant-submission", "finish"]
+    assert chunks[-2]["data"]["status"] == "cancelled"

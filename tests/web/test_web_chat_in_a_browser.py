@@ -1,6 +1,7 @@
 """The web chat's core promises in a browser: streamed replies, reload mid-stream, the page as a device."""
 
 import json
+import time
 
 from tests.web.conftest import history, last_assistant, log_in, send
 
@@ -98,3 +99,47 @@ def test_a_sound_the_browser_cannot_play_is_reported_as_the_devices_error(browse
     assert tool.get_attribute("data-state") == "failed"
     assert tool.locator(".tool-state").inner_text() == "Failed"
     assert tool.locator(".tool-error").inner_text() == 'No sound named "kazoo".'
+
+
+# Counts every tone any page of the browser starts, in storage all its tabs share.
+COUNT_SOUNDS = """
+(() => {
+  const Original = window.AudioContext;
+  window.AudioContext = function (...args) {
+    const context = new Original(...args);
+    const createOscillator = context.createOscillator.bind(context);
+    context.createOscillator = () => {
+      const oscillator = createOscillator();
+      const start = oscillator.start.bind(oscillator);
+      oscillator.start = (...when) => {
+        localStorage.setItem("test.tones", String(Number(localStorage.getItem("test.tones") || "0") + 1));
+        return start(...when);
+      };
+      return oscillator;
+    };
+    return context;
+  };
+})();
+"""
+
+
+def test_two_tabs_of_one_browser_play_a_device_call_once_between_them(site, user):
+    context = site.browser.new_context(base_url=site.base_url)
+    context.add_init_script(COUNT_SOUNDS)
+    # A slow network on the claim: both tabs have looked for a receipt before either claim is answered.
+    context.route("**/claim", lambda route: (time.sleep(0.5), route.continue_()))
+    first, second = context.new_page(), context.new_page()
+    for page in (first, second):
+        page.set_default_timeout(30_000)
+    log_in(first, user)
+    second.goto("/")
+    second.wait_for_selector("#connection[data-state=live]")
+
+    send(first, '/tool play_sound {"sound": "chime"}')  # chime: two tones
+
+    for page in (first, second):
+        last_assistant(page).locator(".status-completed").wait_for()
+    assert first.evaluate("() => localStorage.getItem('test.tones')") == "2"
+    [tool] = history(first)["messages"][-1]["tools"]
+    assert tool["state"] == "completed"
+    context.close()

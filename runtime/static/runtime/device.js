@@ -1,7 +1,9 @@
 // The web chat page as a device (DESIGN §4): it registers with a stable installation id, claims the
 // invocations addressed to it and runs their handlers. Only a claim authorises execution, and each
 // result is saved locally *before* it is posted, so a reload, a replayed stream or a lost response
-// re-posts the saved result instead of playing the sound again.
+// re-posts the saved result instead of playing the sound again. Tabs and windows of one browser share
+// the installation (and so the device and its receipts): a Web Lock per invocation lets one of them act
+// while the others wait, then find its receipt and do nothing, so an invocation runs once between them.
 (function () {
   "use strict";
 
@@ -92,7 +94,14 @@
     if (answered) saveReceipt(invocationId, { ...receipt, delivered: true, answer: result.ok ? "accepted" : result.body.error.code });
   }
 
-  async function handle(invocation) {
+  function handle(invocation) {
+    // Same-origin tabs share the lock manager; a browser without one keeps the once-per-tab guarantee.
+    if (!navigator.locks) return handleAlone(invocation);
+    return navigator.locks.request(`impo.invocation.${invocation.invocationId}`, () => handleAlone(invocation));
+  }
+
+  // Runs with this invocation's lock held (where locks exist): the receipts read here are every tab's.
+  async function handleAlone(invocation) {
     const saved = receipts()[invocation.invocationId];
     if (saved && saved.result) {
       if (!saved.delivered) await deliver(invocation.invocationId, saved);

@@ -44,6 +44,10 @@ OPERATIONS = frozenset(
     }
 )
 FAULT_MODES = frozenset({"drop_response", "delay", "http_error", "cut_stream"})
+# What configures an agent: a saved agent's create, and a session's override of it, accept these fields.
+AGENT_CONFIGURATION = frozenset(
+    {"instructions", "model", "tools", "compaction", "experimental", "multi_agent", "reasoning", "service_tier", "text"}
+)
 
 
 class ApiError(Exception):
@@ -268,22 +272,7 @@ class Store:
     # --- agents -------------------------------------------------------------------------------------------
 
     def create_agent(self, body: dict[str, Any]) -> dict[str, Any]:
-        _only(
-            body,
-            {
-                "model",
-                "name",
-                "instructions",
-                "metadata",
-                "tools",
-                "compaction",
-                "experimental",
-                "multi_agent",
-                "reasoning",
-                "service_tier",
-                "text",
-            },
-        )
+        _only(body, AGENT_CONFIGURATION | {"name", "metadata"})
         if not isinstance(body.get("model"), str) or not body["model"]:
             raise ApiError(400, "missing_required_parameter", "model is required", param="model")
         _check_metadata(body.get("metadata"))
@@ -346,20 +335,7 @@ class Store:
         override = body.get("agent") or {}
         if not isinstance(override, dict):
             raise ApiError(400, "invalid_type", "agent must be an object", param="agent")
-        _only(
-            override,
-            {
-                "instructions",
-                "model",
-                "tools",
-                "compaction",
-                "experimental",
-                "multi_agent",
-                "reasoning",
-                "service_tier",
-                "text",
-            },
-        )
+        _only(override, AGENT_CONFIGURATION)
         _check_tools(override.get("tools"))
         script = _input_script(body.get("input"), param="input")
         with self.cond:

@@ -94,6 +94,9 @@ def test_another_users_socket_is_refused(other_user, conversation):
     async def scenario():
         communicator = WebsocketCommunicator(application, path)
         connected, _ = await communicator.connect()
+        # Ends the consumer as a server would after the close; left running, its channel-layer read is
+        # cancelled at loop teardown instead, which can hang there.
+        await communicator.disconnect()
         return connected
 
     assert async_to_sync(scenario)() is False
@@ -103,6 +106,9 @@ def test_a_socket_without_credentials_is_refused(conversation):
     async def scenario():
         communicator = WebsocketCommunicator(application, f"/ws/v1/conversations/{conversation}/?after=0")
         connected, _ = await communicator.connect()
+        # Ends the consumer as a server would after the close; left running, its channel-layer read is
+        # cancelled at loop teardown instead, which can hang there.
+        await communicator.disconnect()
         return connected
 
     assert async_to_sync(scenario)() is False

@@ -313,8 +313,9 @@ class _RunDriver:
                 elif self._apply_truth(session, turn):
                     return
             events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
-            self._apply_live(events)
-            read_truth = not events or any(event.type in _TRUTH_EVENTS for event in events)
+            applied = self._apply_live(events)
+            # Deltas of an item whose start this stream did not see cannot be placed: the items can.
+            read_truth = not events or not applied or any(event.type in _TRUTH_EVENTS for event in events)
 
     def _input_was_a_message(self, session: RemoteSession) -> bool:
         """False when the input went with the session's create: resending it as a message would repeat it."""
@@ -367,17 +368,23 @@ class _RunDriver:
             services.finish_in_transaction(run, state, error=error)
         return True
 
-    def _apply_live(self, events: list) -> None:
+    def _apply_live(self, events: list) -> bool:
+        """Projects the deltas of items seen from their start; False if some delta could not be placed."""
         texts = {}
+        placed_all = True
         for event in events:
             if event.type == "agent.session.turn.item.added" and event.item.type == "message":
                 if event.item.role == "assistant" and event.turn_id == self.remote_turn.turn_id:
                     self.live_text[event.item.id] = event.item.output_text
-            elif event.type == "agent.session.turn.output_text.delta" and event.item_id in self.live_text:
-                self.live_text[event.item_id] += event.delta
-                texts[event.item_id] = (self.live_text[event.item_id], False)
+            elif event.type == "agent.session.turn.output_text.delta":
+                if event.item_id in self.live_text:
+                    self.live_text[event.item_id] += event.delta
+                    texts[event.item_id] = (self.live_text[event.item_id], False)
+                else:
+                    placed_all = False
         if texts:
             self._project(texts)
+        return placed_all
 
     def _project(self, texts: dict[str, tuple[str, bool]]) -> None:
         """One fenced transaction for everything not yet projected of these items (text, completed)."""

@@ -139,9 +139,7 @@ def outage(temporal_address):
         stack.start_sweeper(SWEEP_SECONDS)
         _, web_url = start_web(stack)
         wait_until(lambda: httpx.get(f"{web_url}/ready", timeout=5).status_code == 200, timeout=60, what="/ready")
-        running = Outage(postgres, redis, double, stack, web_url, tokens)
-        yield running
-        print("\n" + "\n".join(running.figures))
+        yield Outage(postgres, redis, double, stack, web_url, tokens)
     finally:
         if stack is not None:
             stack.stop()
@@ -150,18 +148,20 @@ def outage(temporal_address):
         postgres.destroy()
 
 
-def measure(outage: Outage, name: str, submission_ids: list[str], outage_ended: float) -> dict[str, str]:
+def measure(outage: Outage, name: str, submission_ids: list[str], outage_ended: float, capsys) -> dict[str, str]:
     states = outage.wait_settled(submission_ids, timeout=180)
     settled_after = time.monotonic() - outage_ended
     outage.figures.append(
         f"{name}: {len(submission_ids)} accepted commands settled {settled_after:.1f} s after the outage ended "
         f"(bound {SETTLE_BOUND_SECONDS:.1f} s); outcomes {sorted(states.values())}"
     )
+    with capsys.disabled():
+        print("\n" + outage.figures[-1])  # the figures are printed past output capture, like the chaos run's
     assert settled_after <= SETTLE_BOUND_SECONDS, outage.figures[-1]
     return states
 
 
-def test_a_postgresql_restart_under_load_loses_nothing_and_stops_no_process(outage):
+def test_a_postgresql_restart_under_load_loses_nothing_and_stops_no_process(outage, capsys):
     outage.double.configure(delta_delay_ms=150, delta_chunks=4)
     accepted = outage.post_accepted(9)
     wait_until(lambda: "running" in outage.states(accepted).values(), timeout=60, what="runs to be under way")
@@ -172,7 +172,7 @@ def test_a_postgresql_restart_under_load_loses_nothing_and_stops_no_process(outa
     outage.postgres.start()
     ended = time.monotonic()
 
-    states = measure(outage, "PostgreSQL restart", accepted, ended)
+    states = measure(outage, "PostgreSQL restart", accepted, ended, capsys)
     readiness.stop()
     assert set(states.values()) == {"completed"}
     assert outage.processes_alive() == []
@@ -180,7 +180,7 @@ def test_a_postgresql_restart_under_load_loses_nothing_and_stops_no_process(outa
     assert outage.post_accepted(USERS)  # the web process took commands again without being restarted
 
 
-def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps_answering(outage):
+def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps_answering(outage, capsys):
     outage.double.configure(delta_delay_ms=150, delta_chunks=4)
     before = outage.post_accepted(6)
     readiness = ReadinessWatcher(outage.web_url)
@@ -203,7 +203,7 @@ def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps
     outage.redis.start()
     ended = time.monotonic()
 
-    states = measure(outage, "Redis stopped 15 s", before + during, ended)
+    states = measure(outage, "Redis stopped 15 s", before + during, ended, capsys)
     readiness.stop()
     socket.abort()
     assert (submission.status_code, cancel.status_code) == (200, 200)
@@ -213,7 +213,7 @@ def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps
     assert outage.processes_alive() == []
 
 
-def test_the_provider_answering_5xx_for_a_minute_under_load_fails_nothing(outage):
+def test_the_provider_answering_5xx_for_a_minute_under_load_fails_nothing(outage, capsys):
     outage.double.configure(delta_delay_ms=50, delta_chunks=4)
     outage.double.fault("*", "http_error", status=503, seconds=60)
     started = time.monotonic()
@@ -222,6 +222,6 @@ def test_the_provider_answering_5xx_for_a_minute_under_load_fails_nothing(outage
     wait_until(lambda: time.monotonic() - started >= 60, timeout=90, what="the minute of 5xx to pass")
     ended = time.monotonic()
 
-    states = measure(outage, "provider 5xx for 60 s", accepted, ended)
+    states = measure(outage, "provider 5xx for 60 s", accepted, ended, capsys)
     assert set(states.values()) == {"completed"}
     assert outage.processes_alive() == []

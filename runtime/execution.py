@@ -411,7 +411,7 @@ class _RunDriver:
     def _relay_cancel(self, session: RemoteSession, turn) -> None:
         if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
             return
-        if not Run.objects.filter(id=self.run.id, cancel_requested_at__isnull=False).exists():
+        if not selectors.cancel_requested(self.run.id):
             return
         self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
         with self.fence():

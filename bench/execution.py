@@ -1,7 +1,10 @@
-"""Execution: echo runs claimed and completed per second by 1 and 2 workers, and the claim itself against a bare
-`SELECT … FOR UPDATE SKIP LOCKED` loop doing the same lease write on a plain table.
+"""Execution: echo runs claimed and completed per second by 1 and 2 workers, the claim itself against a bare
+`SELECT … FOR UPDATE SKIP LOCKED` loop doing the same lease write on a plain table, and what one echo run costs
+the database (statements, write transactions, the transactions before its first delta) and the CPU.
 """
 
+import statistics
+import threading
 import time
 import uuid
 
@@ -102,12 +105,123 @@ def bare_skip_locked_rate(count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+class DatabaseWork:
+    """Counts the statements and write transactions of every connection this process opens, in every thread.
+
+    A write transaction is a transaction block in which an INSERT, UPDATE, DELETE or locking SELECT ran (counted
+    when it commits), or one such statement in autocommit. Read-only statements count as statements only.
+    """
+
+    WRITES = ("INSERT", "UPDATE", "DELETE")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.statements = 0
+        self.write_transactions = 0
+        self.first_delta_after: int | None = None
+        self._connections = []
+
+    def __enter__(self):
+        from django.db import connections
+        from django.db.backends.signals import connection_created
+
+        connection_created.connect(self._install, weak=False)
+        for connection in connections.all(initialized_only=True):
+            self._install(connection=connection)
+        return self
+
+    def __exit__(self, *exc_info):
+        from django.db.backends.signals import connection_created
+
+        connection_created.disconnect(self._install)
+        for connection in self._connections:
+            connection.execute_wrappers.remove(self._count)
+
+    def _install(self, sender=None, connection=None, **kwargs):
+        connection.execute_wrappers.append(self._count)
+        self._connections.append(connection)
+
+    def _count(self, execute, sql, params, many, context):
+        connection = context["connection"]
+        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        writes = head in self.WRITES or "FOR UPDATE" in sql.upper() or "FOR NO KEY UPDATE" in sql.upper()
+        with self._lock:
+            self.statements += 1
+            first_delta = head == "INSERT" and "runtime_event" in sql and "text.delta" in _flattened(params)
+            if first_delta and self.first_delta_after is None:
+                self.first_delta_after = self.write_transactions
+        if writes:
+            if not connection.in_atomic_block:
+                self._committed()
+            elif not any(callback == self._committed for _, callback, _ in connection.run_on_commit):
+                connection.on_commit(self._committed)
+        return execute(sql, params, many, context)
+
+    def _committed(self):
+        with self._lock:
+            self.write_transactions += 1
+
+
+def _flattened(params) -> list:
+    """Statement parameters, with the arrays of a bulk insert (`UNNEST(%s)`) opened."""
+    values = []
+    for value in params or ():
+        values.extend(value if isinstance(value, list | tuple) else [value])
+    return values
+
+
+def database_work_per_echo_run(stack: Stack, owner_ids: list[int], count: int, *, delta_delay_ms: int) -> dict:
+    """Echo runs executed here, in this process, one at a time, each in a conversation whose session already
+    exists (the common case: a later message of a chat); the first run of each conversation, which creates the
+    session, is executed first and not counted. Wake-ups are purged: no worker competes for the runs.
+
+    With no pause between the double's deltas the reply is whole by the first read of the turn; with a pause,
+    each read of the live stream brings some of it, and each read is one transaction."""
+    import resource
+
+    from django.test import override_settings
+
+    from impo.celery import app
+    from runtime import execution
+    from runtime.models import Run, RunState
+
+    stack.double.configure(delta_delay_ms=delta_delay_ms)
+    statements, writes, before_delta, cpu_ms = [], [], [], []
+    with override_settings(REBYTE_BASE_URL=stack.double.api_url):
+        for round_ in ("warm", "measured"):
+            run_ids = admit_runs(owner_ids[:count], count, f"dbwork-{round_}")
+            app.control.purge()
+            for run_id in run_ids:
+                cpu = resource.getrusage(resource.RUSAGE_SELF)
+                with DatabaseWork() as work:
+                    execution.execute_run(run_id, "bench-in-process")
+                used = resource.getrusage(resource.RUSAGE_SELF)
+                if Run.objects.get(id=run_id).state != RunState.COMPLETED:
+                    raise RuntimeError("an echo run did not complete: its counts would be meaningless")
+                if round_ == "measured":
+                    statements.append(work.statements)
+                    writes.append(work.write_transactions)
+                    before_delta.append(work.first_delta_after)
+                    cpu_ms.append(1000 * (used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime))
+    return {
+        "statements": statistics.median(statements),
+        "write_transactions": statistics.median(writes),
+        "write_transactions_before_first_delta": statistics.median(before_delta),
+        "cpu_ms": statistics.median(cpu_ms),
+    }
+
+
 def measure(stack: Stack, owner_ids: list[int], *, runs: int, claims: int) -> list[Figure]:
     stack.double.configure(delta_delay_ms=0)
     one = completed_runs_per_second(stack, owner_ids, workers=1, count=runs)
     two = completed_runs_per_second(stack, owner_ids, workers=2, count=runs)
     claim = claim_function_rate(owner_ids, claims)
     bare = bare_skip_locked_rate(claims)
+    per_run = [
+        (pacing, database_work_per_echo_run(stack, owner_ids, min(10, len(owner_ids)), delta_delay_ms=delay))
+        for pacing, delay in (("reply whole at once", 0), ("reply streamed, 20 ms between deltas", 20))
+    ]
+    stack.double.configure(delta_delay_ms=0)
     return [
         Figure(f"echo runs completed, 1 worker, {len(owner_ids)} conversations", one, "runs/s"),
         Figure(
@@ -123,5 +237,18 @@ def measure(stack: Stack, owner_ids: list[int], *, runs: int, claims: int) -> li
             "claims/s",
             baseline_name="bare SELECT … FOR UPDATE SKIP LOCKED + UPDATE",
             baseline=bare,
+        ),
+        *(
+            Figure(
+                f"one echo run (a later message of a chat, {pacing}), median",
+                work["write_transactions"],
+                "write transactions",
+                notes=[
+                    f"{work['statements']:.0f} statements; the first text.delta is inserted in write transaction "
+                    f"{work['write_transactions_before_first_delta'] + 1:.0f} (the claim is the first)",
+                    f"{work['cpu_ms']:.1f} ms CPU per run in the executing process (provider client included)",
+                ],
+            )
+            for pacing, work in per_run
         ),
     ]

@@ -15,7 +15,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
@@ -73,7 +74,11 @@ def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
 
 def usable_session(conversation: Conversation, *, fingerprint: str, now: datetime) -> RemoteSession | None:
     """The conversation's current session if the next turn may go to it; a spent one is retired here."""
-    current = RemoteSession.objects.filter(conversation=conversation, state=SessionState.CURRENT).first()
+    current = (
+        RemoteSession.objects.select_related("intent", "conversation")
+        .filter(conversation=conversation, state=SessionState.CURRENT)
+        .first()
+    )
     if current is None:
         return None
     reason = rotation_reason(current, fingerprint=fingerprint, now=now)
@@ -115,54 +120,55 @@ def session_has_history(conversation: Conversation) -> bool:
     return RemoteSession.objects.filter(conversation=conversation).exists()
 
 
-def record_completed_turn(session_id: int, *, items: list, now: datetime) -> None:
+def record_completed_turn(session: RemoteSession, *, items: list, now: datetime) -> None:
     """After a turn of the session completed: count it, reset idleness, and re-measure the context."""
-    session = RemoteSession.objects.select_for_update().get(id=session_id)
-    intent = session.intent
     measured = json.dumps(
         {
             "instructions": AGENT_INSTRUCTIONS,
-            "tools": intent.request.get("tools", []),
+            "tools": session.intent.request.get("tools", []),
             "items": [item.model_dump(mode="json") for item in items],
         },
         ensure_ascii=False,
     )
-    session.context_estimate = len(measured.encode()) // BYTES_PER_TOKEN
-    session.turn_count = F("turn_count") + 1
-    session.last_activity_at = now
-    session.save(update_fields=["context_estimate", "turn_count", "last_activity_at"])
+    RemoteSession.objects.filter(id=session.id).update(
+        context_estimate=len(measured.encode()) // BYTES_PER_TOKEN,
+        turn_count=F("turn_count") + 1,
+        last_activity_at=now,
+    )
 
 
 # --- a run's binding --------------------------------------------------------------------------------
 
 
 def remote_turn_of(run: Run) -> RemoteTurn:
-    remote_turn, _ = RemoteTurn.objects.get_or_create(run=run)
-    return remote_turn
+    """The run's binding, with its session; inside the claim, whose lock on the run makes the create race-free."""
+    remote_turn = RemoteTurn.objects.select_related("session__intent", "session__conversation").filter(run=run).first()
+    return remote_turn or RemoteTurn.objects.create(run=run)
 
 
-def bind_session(remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str]) -> None:
+def bind_session(
+    remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequence: int
+) -> None:
+    """The run's input goes to this session (its user message at `message_sequence`, the reply after it)."""
     remote_turn.session = session
     remote_turn.baseline_turn_ids = baseline_turn_ids
     remote_turn.pending_intent = None
     remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
-    message_sequence = remote_turn.run.submission.user_message.sequence
-    RemoteSession.objects.filter(id=session.id, first_message_sequence__isnull=True).update(
-        first_message_sequence=message_sequence
+    RemoteSession.objects.filter(id=session.id).update(
+        first_message_sequence=Coalesce(F("first_message_sequence"), Value(message_sequence)),
+        last_message_sequence=message_sequence + 1,
     )
-    RemoteSession.objects.filter(id=session.id).update(last_message_sequence=message_sequence + 1)
 
 
-def bind_turn(remote_turn: RemoteTurn, turn_id: str) -> None:
+def note_projected(remote_turn: RemoteTurn, *, turn_id: str, progress: dict[str, tuple[int, bool]]) -> None:
+    """The turn found for the run, and how many characters of which items were projected (and which completed),
+    written with the projection they describe."""
     remote_turn.turn_id = turn_id
-    remote_turn.save(update_fields=["turn_id", "updated_at"])
-
-
-def note_projected(remote_turn: RemoteTurn, *, item_id: str, characters: int, completed: bool) -> None:
-    remote_turn.projected[item_id] = characters
-    if completed and item_id not in remote_turn.completed_items:
-        remote_turn.completed_items.append(item_id)
-    remote_turn.save(update_fields=["projected", "completed_items", "updated_at"])
+    for item_id, (characters, completed) in progress.items():
+        remote_turn.projected[item_id] = characters
+        if completed and item_id not in remote_turn.completed_items:
+            remote_turn.completed_items.append(item_id)
+    remote_turn.save(update_fields=["turn_id", "projected", "completed_items", "updated_at"])
 
 
 def note_cancel_sent(remote_turn: RemoteTurn) -> None:

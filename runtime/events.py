@@ -4,18 +4,54 @@ Every app that projects something (runtime's runs, tools' calls and device invoc
 here, inside its own transaction; the push to live subscribers goes out only after that commits.
 """
 
+import threading
+from contextlib import contextmanager
+
 from django.db import connection
 
 from runtime import outbound
 from runtime.models import Event
 from runtime.projection import event_to_wire
 
+_batch = threading.local()
 
-def append_events(conversation_id, submission_id, items: list[tuple[str, dict]]) -> list[Event]:
+
+@contextmanager
+def batched():
+    """Events appended inside are written when it ends: one sequence allocation and one insert per conversation.
+
+    For a transaction that appends several events (a worker applying one read of the provider); it must end
+    inside that transaction, and nothing inside may need the inserted rows. Nested uses join the outer one.
+    """
+    if getattr(_batch, "pending", None) is not None:
+        yield
+        return
+    _batch.pending = []
+    try:
+        yield
+        pending = _batch.pending
+    finally:
+        _batch.pending = None
+    by_conversation: dict = {}
+    for conversation_id, submission_id, items in pending:
+        by_conversation.setdefault(conversation_id, []).extend((submission_id, item) for item in items)
+    for conversation_id, entries in by_conversation.items():
+        _write(conversation_id, entries)
+
+
+def append_events(conversation_id, submission_id, items: list[tuple[str, dict]]) -> None:
     """Persists events with the conversation's next `seq` values; pushes them after commit."""
     if not items:
-        return []
-    first_seq, _ = allocate_sequences(conversation_id, events=len(items), messages=0)
+        return
+    pending = getattr(_batch, "pending", None)
+    if pending is not None:
+        pending.append((conversation_id, submission_id, items))
+        return
+    _write(conversation_id, [(submission_id, item) for item in items])
+
+
+def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> None:
+    first_seq, _ = allocate_sequences(conversation_id, events=len(entries), messages=0)
     events = Event.objects.bulk_create(
         Event(
             conversation_id=conversation_id,
@@ -24,10 +60,9 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
             type=event_type,
             payload=payload,
         )
-        for offset, (event_type, payload) in enumerate(items)
+        for offset, (submission_id, (event_type, payload)) in enumerate(entries)
     )
     outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
-    return events
 
 
 def allocate_sequences(conversation_id, *, events: int, messages: int) -> tuple[int, int]:

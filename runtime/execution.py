@@ -20,6 +20,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -62,12 +64,13 @@ def worker_identity() -> str:
 
 
 def execute_run(run_id, worker_id: str) -> None:
-    lease = services.claim_run(run_id, worker_id)
-    if lease is None:
+    claimed = _claim(run_id, worker_id)
+    if claimed is None:
         return
+    lease = services.lease_of(claimed.run)
     with provider_gateway() as gateway, _Heartbeat(lease) as heartbeat:
         try:
-            _RunDriver(lease, gateway, heartbeat).drive()
+            _RunDriver(claimed, lease, gateway, heartbeat).drive()
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
@@ -79,6 +82,32 @@ def execute_run(run_id, worker_id: str) -> None:
         except Exception as exc:
             logger.exception("run %s: unexpected error; released for another attempt", run_id)
             _release_quietly(lease, f"{type(exc).__name__}: {exc}", provider=False)
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    run: Run
+    remote_turn: RemoteTurn
+    # For a run whose input has not left yet: the tools it is offered, and its conversation's session if the
+    # input may go there (None: a new session is created with the input).
+    tools: list[dict] | None
+    session: RemoteSession | None
+
+
+def _claim(run_id, worker_id: str) -> _Claimed | None:
+    """The claim and everything the driver reads before its first provider call, in one transaction."""
+    with transaction.atomic(durable=True):
+        run = services.claim(run_id, worker_id)
+        if run is None:
+            return None
+        remote_turn = rebyte_services.remote_turn_of(run)
+        if remote_turn.session_id is not None or run.input_sent_at is not None:
+            return _Claimed(run, remote_turn, tools=None, session=None)
+        tools = [tool.to_provider() for tool in catalog_for_run(run)]
+        session = rebyte_services.usable_session(
+            run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
+        )
+        return _Claimed(run, remote_turn, tools=tools, session=session)
 
 
 def _finish_quietly(lease, state, error) -> None:
@@ -185,21 +214,22 @@ class _LiveStream:
 
 
 class _RunDriver:
-    def __init__(self, lease: services.Lease, gateway: RebyteGateway, heartbeat: _Heartbeat):
+    def __init__(self, claimed: _Claimed, lease: services.Lease, gateway: RebyteGateway, heartbeat: _Heartbeat):
+        self.claimed = claimed
+        self.run = claimed.run
+        self.remote_turn = claimed.remote_turn
         self.lease = lease
         self.gateway = gateway
         self.heartbeat = heartbeat
-        self.run = Run.objects.select_related(
-            "submission__conversation__owner", "submission__user_message", "submission__assistant_message"
-        ).get(id=lease.run_id)
         self.live_text: dict[str, str] = {}
+        # Seen on the run row each projection locks: a cancel asked for while deltas stream is relayed at once,
+        # not at the next quiet moment.
+        self.cancel_seen = False
 
     def fence(self):
         return services.fenced(self.lease)
 
     def drive(self) -> None:
-        with self.fence():
-            self.remote_turn = rebyte_services.remote_turn_of(self.run)
         session = self._session_with_input()
         if session is None:
             return  # parked for reconciliation
@@ -218,23 +248,17 @@ class _RunDriver:
             # An earlier attempt created (or tried to create) a session carrying this input: finish that.
             intent = CreationIntent.objects.filter(run=self.run, kind=IntentKind.SESSION).latest("created_at")
             return self._realise_session(intent)
-        tools = [tool.to_provider() for tool in catalog_for_run(self.run)]
+        if self.claimed.session is not None:
+            return self.claimed.session
         try:
             rebyte_services.ensure_saved_agent(owner, self.gateway)
         except rebyte_services.CreationPending as exc:
             self._park(exc)
             return None
-        fingerprint = rebyte_services.tools_fingerprint(tools)
-        with self.fence():
-            session = rebyte_services.usable_session(
-                self.run.submission.conversation, fingerprint=fingerprint, now=timezone.now()
-            )
-        if session is not None:
-            return session
         parts = self._input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
         with self.fence() as run:
             services.mark_input_sent(run)
-            intent = rebyte_services.open_session_intent(run, tools=tools, input_parts=parts)
+            intent = rebyte_services.open_session_intent(run, tools=self.claimed.tools, input_parts=parts)
         self.run.input_sent_at = timezone.now()
         return self._realise_session(intent)
 
@@ -246,7 +270,9 @@ class _RunDriver:
             return None
         with self.fence():
             # Created with this run's input, the session's first turn is this run's: nothing came before it.
-            rebyte_services.bind_session(self.remote_turn, session, baseline_turn_ids=[])
+            rebyte_services.bind_session(
+                self.remote_turn, session, baseline_turn_ids=[], message_sequence=self._message_sequence
+            )
         return session
 
     def _input_parts(self, *, carry: bool) -> list[str]:
@@ -263,9 +289,18 @@ class _RunDriver:
         turns = self._wait_until_session_idle(session)
         with self.fence() as run:
             services.mark_input_sent(run)
-            rebyte_services.bind_session(self.remote_turn, session, baseline_turn_ids=[t.id for t in turns])
+            rebyte_services.bind_session(
+                self.remote_turn,
+                session,
+                baseline_turn_ids=[t.id for t in turns],
+                message_sequence=self._message_sequence,
+            )
         self.run.input_sent_at = timezone.now()
         self.gateway.send_message(session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key)
+
+    @property
+    def _message_sequence(self) -> int:
+        return self.run.submission.user_message.sequence
 
     @property
     def _input_key(self) -> str:
@@ -314,6 +349,8 @@ class _RunDriver:
                     return
             events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
             applied = self._apply_live(events)
+            if self.cancel_seen and not self.remote_turn.cancel_sent_at:
+                self._send_cancel(session)
             # Deltas of an item whose start this stream did not see cannot be placed: the items can.
             read_truth = not events or not applied or any(event.type in _TRUTH_EVENTS for event in events)
 
@@ -325,15 +362,21 @@ class _RunDriver:
         turns = self.gateway.list_turns(session.remote_id)
         if self.remote_turn.turn_id:
             return next((t for t in turns if t.id == self.remote_turn.turn_id), None)
-        baseline = set(self.remote_turn.baseline_turn_ids)
-        new = [t for t in turns if t.id not in baseline and not t.subagent_id]
+        new = [t for t in turns if self._is_new_turn(t)]
         if not new:
             return None
         if len(new) > 1:
             logger.error("run %s: %d new turns in %s; taking the first", self.run.id, len(new), session.remote_id)
-        with self.fence():
-            rebyte_services.bind_turn(self.remote_turn, new[0].id)
+        self._bind_turn(new[0].id)
         return new[0]
+
+    def _is_new_turn(self, turn) -> bool:
+        return turn.id not in self.remote_turn.baseline_turn_ids and not turn.subagent_id
+
+    def _bind_turn(self, turn_id: str) -> None:
+        # Saved with the next projection: a successor that finds it unsaved finds the same turn against the same
+        # baseline, since no other run of the conversation sends input until this one ends.
+        self.remote_turn.turn_id = turn_id
 
     def _apply_truth(self, session: RemoteSession, turn) -> bool:
         """Projects what the items hold, answers waiting function calls, ends the run on a terminal turn.
@@ -348,32 +391,38 @@ class _RunDriver:
             self.run.provider_failures = 0
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
-        self._project({m.id: (m.output_text, m.status != "in_progress") for m in messages})
+        texts = {m.id: (m.output_text, m.status != "in_progress") for m in messages}
+        state = TERMINAL_TURN_STATES.get(turn.status)
+        if state is not None:
+            error = None
+            if state == RunState.FAILED:
+                code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
+                error = (code, message, False)
+
+            def finish(run: Run) -> None:
+                if state == RunState.COMPLETED:
+                    rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
+                services.finish_in_transaction(run, state, error=error)
+
+            self._project(texts, then=finish)
+            return True
+        self._project(texts)
         self._relay_cancel(session, turn)
         if turn.status == "waiting":
             remote = self.gateway.get_session(session.remote_id)
             actions = [a for a in remote.required_actions if a.type == "function_call" and a.turn_id == turn.id]
             self._answer(session, turn.id, actions)
-            return False
-        state = TERMINAL_TURN_STATES.get(turn.status)
-        if state is None:
-            return False
-        error = None
-        if state == RunState.FAILED:
-            code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
-            error = (code, message, False)
-        with self.fence() as run:
-            if state == RunState.COMPLETED:
-                rebyte_services.record_completed_turn(session.id, items=items, now=timezone.now())
-            services.finish_in_transaction(run, state, error=error)
-        return True
+        return False
 
     def _apply_live(self, events: list) -> bool:
         """Projects the deltas of items seen from their start; False if some delta could not be placed."""
         texts = {}
         placed_all = True
         for event in events:
-            if event.type == "agent.session.turn.item.added" and event.item.type == "message":
+            if event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
+                if self._is_new_turn(event.turn):
+                    self._bind_turn(event.turn.id)
+            elif event.type == "agent.session.turn.item.added" and event.item.type == "message":
                 if event.item.role == "assistant" and event.turn_id == self.remote_turn.turn_id:
                     self.live_text[event.item.id] = event.item.output_text
             elif event.type == "agent.session.turn.output_text.delta":
@@ -386,33 +435,36 @@ class _RunDriver:
             self._project(texts)
         return placed_all
 
-    def _project(self, texts: dict[str, tuple[str, bool]]) -> None:
-        """One fenced transaction for everything not yet projected of these items (text, completed)."""
-        projected = self.remote_turn.projected
-        todo = {
-            item_id: (text, done)
-            for item_id, (text, done) in texts.items()
-            if len(text) > projected.get(item_id, 0) or (done and item_id not in self.remote_turn.completed_items)
-        }
-        if not todo:
+    def _project(self, texts: dict[str, tuple[str, bool]], *, then: Callable[[Run], None] | None = None) -> None:
+        """One fenced transaction for everything not yet projected of these items (text, completed), with the
+        turn's binding, and with `then` (the run's end) when the turn is over."""
+        outputs, progress = [], {}
+        for item_id, (text, done) in texts.items():
+            already = self.remote_turn.projected.get(item_id, 0)
+            completed = done and item_id not in self.remote_turn.completed_items
+            if len(text) > already or completed:
+                outputs.append(
+                    services.Output(f"text-{item_id}", text[already:], completed_text=text if completed else None)
+                )
+                progress[item_id] = (max(already, len(text)), completed)
+        if not outputs and then is None:
             return
         with self.fence() as run:
-            for item_id, (text, done) in todo.items():
-                already = self.remote_turn.projected.get(item_id, 0)
-                if len(text) > already:
-                    services.project_text_delta(run, part_id=f"text-{item_id}", delta=text[already:])
-                completed = done and item_id not in self.remote_turn.completed_items
-                if completed:
-                    services.project_message_completed(run, part_id=f"text-{item_id}", text=text)
-                rebyte_services.note_projected(
-                    self.remote_turn, item_id=item_id, characters=max(already, len(text)), completed=completed
-                )
+            self.cancel_seen = run.cancel_requested_at is not None
+            services.project_output(run, outputs)
+            if progress:
+                rebyte_services.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
+            if then is not None:
+                then(run)
 
     def _relay_cancel(self, session: RemoteSession, turn) -> None:
         if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
             return
         if not selectors.cancel_requested(self.run.id):
             return
+        self._send_cancel(session)
+
+    def _send_cancel(self, session: RemoteSession) -> None:
         self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
         with self.fence():
             rebyte_services.note_cancel_sent(self.remote_turn)

@@ -13,12 +13,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from impo.errors import Conflict, NotFound
 from runtime import outbound
-from runtime.events import allocate_sequences, append_events
+from runtime.events import allocate_sequences, append_events, batched
 from runtime.models import (
     ACTIVE_RUN_STATES,
     LEASED_RUN_STATES,
@@ -251,92 +252,115 @@ def provider_backoff_seconds(failures: int) -> float:
     return min(settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS, 0.5 * 2 ** max(0, failures - 1))
 
 
-def _earlier_run_unfinished(run: Run) -> bool:
+def _earlier_run_unfinished():
     """One writer per conversation: a run waits while any run admitted before it in its conversation is active."""
-    return (
+    return Exists(
         Run.objects.filter(
-            submission__conversation_id=run.submission.conversation_id,
-            submission__user_message__sequence__lt=run.submission.user_message.sequence,
+            submission__conversation_id=OuterRef("submission__conversation_id"),
+            submission__user_message__sequence__lt=OuterRef("submission__user_message__sequence"),
             state__in=ACTIVE_RUN_STATES,
-        )
-        .exclude(id=run.id)
-        .exists()
+        ).exclude(id=OuterRef("id"))
     )
 
 
 def claim_run(run_id, worker_id: str) -> Lease | None:
     """Takes the run under a fresh lease, or returns None when it is not this worker's to run now."""
     with transaction.atomic(durable=True):
-        run = (
-            Run.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("submission__user_message")
-            .filter(id=run_id)
-            .first()
-        )
-        if run is None or run.is_terminal:
-            return None
-        now = timezone.now()
-        if run.state == RunState.QUEUED and run.not_before is not None and run.not_before > now:
-            return None  # backing off from a provider outage; its delayed wake-up (or the sweeper) comes back
-        lease_is_live = run.lease_expires_at is not None and run.lease_expires_at > now
-        if run.state not in (RunState.QUEUED, *LEASED_RUN_STATES) or (run.state in LEASED_RUN_STATES and lease_is_live):
-            return None
-        if _earlier_run_unfinished(run):
-            return None  # the earlier run's end wakes this one
-        if run.cancel_requested_at is not None and run.input_sent_at is None:
-            _finish(run, RunState.CANCELLED, now=now)
-            run.save()
-            return None
-        if run.attempts >= settings.IMPO_RUN_MAX_ATTEMPTS:
-            cause = run.error_message or "no cause recorded"
-            message = f"gave up after {run.attempts} attempts; last: {cause}"
-            _finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
-            run.save()
-            return None
-        if run.state != RunState.RUNNING:
-            run.transition_to(RunState.RUNNING)
-        run.attempts += 1
-        run.lease_generation += 1
-        run.lease_owner = worker_id
-        run.lease_expires_at = now + _lease_duration()
-        run.not_before = None
-        run.started_at = run.started_at or now
+        run = claim(run_id, worker_id)
+        return lease_of(run) if run is not None else None
+
+
+def claim(run_id, worker_id: str) -> Run | None:
+    """`claim_run` inside the caller's transaction, for a worker that reads what it needs under the same claim.
+
+    Returns the locked run, with its submission, conversation, owner and messages, or None.
+    """
+    run = (
+        Run.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("submission__conversation__owner", "submission__user_message", "submission__assistant_message")
+        .annotate(earlier_run_unfinished=_earlier_run_unfinished())
+        .filter(id=run_id)
+        .first()
+    )
+    if run is None or run.is_terminal:
+        return None
+    now = timezone.now()
+    if run.state == RunState.QUEUED and run.not_before is not None and run.not_before > now:
+        return None  # backing off from a provider outage; its delayed wake-up (or the sweeper) comes back
+    lease_is_live = run.lease_expires_at is not None and run.lease_expires_at > now
+    if run.state not in (RunState.QUEUED, *LEASED_RUN_STATES) or (run.state in LEASED_RUN_STATES and lease_is_live):
+        return None
+    if run.earlier_run_unfinished:
+        return None  # the earlier run's end wakes this one
+    if run.cancel_requested_at is not None and run.input_sent_at is None:
+        _finish(run, RunState.CANCELLED, now=now)
         run.save()
-        append_events(
-            run.submission.conversation_id,
-            run.submission_id,
-            [
-                (
-                    EventType.RUN_STARTED,
-                    {"submissionId": str(run.submission_id), "attempt": run.attempts, "status": run.state},
-                )
-            ],
-        )
-        return Lease(run_id=run.id, generation=run.lease_generation, worker_id=worker_id, attempt=run.attempts)
+        return None
+    if run.attempts >= settings.IMPO_RUN_MAX_ATTEMPTS:
+        cause = run.error_message or "no cause recorded"
+        message = f"gave up after {run.attempts} attempts; last: {cause}"
+        _finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
+        run.save()
+        return None
+    if run.state != RunState.RUNNING:
+        run.transition_to(RunState.RUNNING)
+    run.attempts += 1
+    run.lease_generation += 1
+    run.lease_owner = worker_id
+    run.lease_expires_at = now + _lease_duration()
+    run.not_before = None
+    run.started_at = run.started_at or now
+    run.save()
+    append_events(
+        run.submission.conversation_id,
+        run.submission_id,
+        [
+            (
+                EventType.RUN_STARTED,
+                {"submissionId": str(run.submission_id), "attempt": run.attempts, "status": run.state},
+            )
+        ],
+    )
+    return run
+
+
+def lease_of(run: Run) -> Lease:
+    return Lease(run_id=run.id, generation=run.lease_generation, worker_id=run.lease_owner, attempt=run.attempts)
 
 
 @contextmanager
 def fenced(lease: Lease):
     """One durable transaction in which this worker may write, if and only if it still holds the lease.
 
-    The conditional UPDATE both checks the fencing token and extends the lease, and its row lock
-    keeps a would-be successor out until this transaction ends.
+    The locking read checks the fencing token and keeps a would-be successor out until this transaction ends.
+    The run is written at the end only if something in it changed (the heartbeat extends the lease). Events
+    appended inside are written together (one sequence allocation, one insert).
     """
     with transaction.atomic(durable=True):
-        extended = Run.objects.filter(
-            id=lease.run_id, lease_generation=lease.generation, state__in=LEASED_RUN_STATES
-        ).update(lease_expires_at=timezone.now() + _lease_duration(), updated_at=timezone.now())
-        if not extended:
+        run = (
+            Run.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("submission")
+            .filter(id=lease.run_id, lease_generation=lease.generation, state__in=LEASED_RUN_STATES)
+            .first()
+        )
+        if run is None:
             raise LeaseLost(f"run {lease.run_id}: generation {lease.generation} is no longer current")
-        run = Run.objects.select_related("submission").get(id=lease.run_id)
-        yield run
-        run.save()
+        before = _field_values(run)
+        with batched():
+            yield run
+        changed = [name for name, value in _field_values(run).items() if value != before[name]]
+        if changed:
+            run.save(update_fields=[*changed, "updated_at"])
+
+
+def _field_values(run: Run) -> dict:
+    return {field.name: getattr(run, field.attname) for field in Run._meta.concrete_fields if not field.primary_key}
 
 
 def heartbeat(lease: Lease) -> None:
     """Extends the lease; raises LeaseLost when it was taken over."""
-    with fenced(lease):
-        pass
+    with fenced(lease) as run:
+        run.lease_expires_at = timezone.now() + _lease_duration()
 
 
 def mark_input_sent(run: Run) -> None:
@@ -344,30 +368,38 @@ def mark_input_sent(run: Run) -> None:
     run.input_sent_at = run.input_sent_at or timezone.now()
 
 
-def project_text_delta(run: Run, *, part_id: str, delta: str) -> None:
-    """Appends to the assistant message and projects the delta; inside the run's fenced transaction."""
-    message = Message.objects.select_for_update().get(id=run.submission.assistant_message_id)
-    message.text += delta
-    message.status = MessageStatus.STREAMING
-    message.save(update_fields=["text", "status", "updated_at"])
-    append_events(
-        run.submission.conversation_id,
-        run.submission_id,
-        [(EventType.TEXT_DELTA, {"messageId": str(message.id), "partId": part_id, "delta": delta})],
-    )
+@dataclass(frozen=True)
+class Output:
+    """What one read of the provider brought for one part of the reply: new text, and its whole text once done."""
+
+    part_id: str
+    delta: str
+    completed_text: str | None = None
 
 
-def project_message_completed(run: Run, *, part_id: str, text: str) -> None:
-    append_events(
-        run.submission.conversation_id,
-        run.submission_id,
-        [
-            (
-                EventType.MESSAGE_COMPLETED,
-                {"messageId": str(run.submission.assistant_message_id), "partId": part_id, "text": text},
+def project_output(run: Run, outputs: list[Output]) -> None:
+    """Appends the new text to the assistant message (one write) and projects each delta and completion as its
+    own event, in order; inside the run's fenced transaction."""
+    message_id = run.submission.assistant_message_id
+    appended = "".join(output.delta for output in outputs)
+    if appended:
+        Message.objects.filter(id=message_id).update(
+            text=Concat(F("text"), Value(appended)), status=MessageStatus.STREAMING, updated_at=timezone.now()
+        )
+    events = []
+    for output in outputs:
+        if output.delta:
+            events.append(
+                (EventType.TEXT_DELTA, {"messageId": str(message_id), "partId": output.part_id, "delta": output.delta})
             )
-        ],
-    )
+        if output.completed_text is not None:
+            events.append(
+                (
+                    EventType.MESSAGE_COMPLETED,
+                    {"messageId": str(message_id), "partId": output.part_id, "text": output.completed_text},
+                )
+            )
+    append_events(run.submission.conversation_id, run.submission_id, events)
 
 
 def enter_waiting_device(run: Run) -> None:

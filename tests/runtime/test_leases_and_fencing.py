@@ -44,9 +44,9 @@ def test_a_stale_workers_late_write_is_rejected_after_a_takeover(queued_run):
     successor = services.claim_run(queued_run.id, "worker-b")
 
     with pytest.raises(services.LeaseLost), services.fenced(stale) as run:
-        services.project_text_delta(run, part_id="text-1", delta="stale words")
+        services.project_output(run, [services.Output("text-1", "stale words")])
     with services.fenced(successor) as run:
-        services.project_text_delta(run, part_id="text-1", delta="fresh words")
+        services.project_output(run, [services.Output("text-1", "fresh words")])
 
     run = Run.objects.select_related("submission__assistant_message").get(id=queued_run.id)
     assert run.submission.assistant_message.text == "fresh words"

@@ -143,11 +143,13 @@ class DatabaseWork:
 
     def _count(self, execute, sql, params, many, context):
         connection = context["connection"]
-        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        writes = head in self.WRITES or "FOR UPDATE" in sql.upper() or "FOR NO KEY UPDATE" in sql.upper()
+        text = sql.upper()
+        head = text.lstrip().split(None, 1)[0] if text.strip() else ""
+        modifies = head in self.WRITES or (head == "WITH" and any(f"{word} " in text for word in self.WRITES))
+        writes = modifies or "FOR UPDATE" in text or "FOR NO KEY UPDATE" in text
         with self._lock:
             self.statements += 1
-            first_delta = head == "INSERT" and "runtime_event" in sql and "text.delta" in _flattened(params)
+            first_delta = "INSERT INTO" in text and "RUNTIME_EVENT" in text and "text.delta" in _flattened(params)
             if first_delta and self.first_delta_after is None:
                 self.first_delta_after = self.write_transactions
         if writes:
@@ -165,7 +167,7 @@ class DatabaseWork:
 def _flattened(params) -> list:
     """Statement parameters, with the arrays of a bulk insert (`UNNEST(%s)`) opened."""
     values = []
-    for value in params or ():
+    for value in (params.values() if isinstance(params, dict) else params) or ():
         values.extend(value if isinstance(value, list | tuple) else [value])
     return values
 

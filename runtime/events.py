@@ -8,6 +8,7 @@ import threading
 from contextlib import contextmanager
 
 from django.db import connection
+from psycopg.types.json import Jsonb
 
 from runtime import outbound
 from runtime.models import Event
@@ -51,17 +52,44 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
 
 
 def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> None:
-    first_seq, _ = allocate_sequences(conversation_id, events=len(entries), messages=0)
-    events = Event.objects.bulk_create(
-        Event(
-            conversation_id=conversation_id,
-            submission_id=submission_id,
-            seq=first_seq + offset,
-            type=event_type,
-            payload=payload,
+    """Allocates the seqs and inserts the events in one statement; the conversation row's lock, held to commit,
+    makes concurrent writers to one conversation take turns, so the seqs stay gapless."""
+    submission_ids = [submission_id for submission_id, _ in entries]
+    types = [str(event_type) for _, (event_type, _) in entries]
+    payloads = [Jsonb(payload) for _, (_, payload) in entries]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH allocated AS ("
+            "  UPDATE runtime_conversation SET last_event_seq = last_event_seq + %(count)s, updated_at = now()"
+            "  WHERE id = %(conversation)s RETURNING last_event_seq - %(count)s AS before"
+            ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, created_at)"
+            " SELECT %(conversation)s, allocated.before + entry.position, entry.type, entry.submission_id,"
+            "        entry.payload, now()"
+            " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[])"
+            "      WITH ORDINALITY AS entry(type, submission_id, payload, position)"
+            " RETURNING seq, id, created_at",
+            {
+                "count": len(entries),
+                "conversation": conversation_id,
+                "types": types,
+                "submissions": submission_ids,
+                "payloads": payloads,
+            },
         )
-        for offset, (submission_id, (event_type, payload)) in enumerate(entries)
-    )
+        # In seq order, which is the entries' order.
+        rows = sorted(cursor.fetchall())
+    events = [
+        Event(
+            id=event_id,
+            conversation_id=conversation_id,
+            seq=seq,
+            type=event_type,
+            submission_id=submission_id,
+            payload=payload,
+            created_at=created_at,
+        )
+        for (seq, event_id, created_at), (submission_id, (event_type, payload)) in zip(rows, entries, strict=True)
+    ]
     outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
 
 

@@ -67,10 +67,10 @@ def execute_run(run_id, worker_id: str) -> None:
     claimed = _claim(run_id, worker_id)
     if claimed is None:
         return
-    lease = services.lease_of(claimed.run)
+    lease = claimed.lease
     with provider_gateway() as gateway, _Heartbeat(lease) as heartbeat:
         try:
-            _RunDriver(claimed, lease, gateway, heartbeat).drive()
+            _RunDriver(claimed, gateway, heartbeat).drive()
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
@@ -86,6 +86,7 @@ def execute_run(run_id, worker_id: str) -> None:
 
 @dataclass(frozen=True)
 class _Claimed:
+    lease: services.Lease
     run: Run
     remote_turn: RemoteTurn
     # For a run whose input has not left yet: the tools it is offered, and its conversation's session if the
@@ -97,17 +98,18 @@ class _Claimed:
 def _claim(run_id, worker_id: str) -> _Claimed | None:
     """The claim and everything the driver reads before its first provider call, in one transaction."""
     with transaction.atomic(durable=True):
-        run = services.claim(run_id, worker_id)
-        if run is None:
+        lease = services.claim(run_id, worker_id)
+        if lease is None:
             return None
+        run = selectors.run_to_execute(run_id)
         remote_turn = rebyte_services.remote_turn_of(run)
         if remote_turn.session_id is not None or run.input_sent_at is not None:
-            return _Claimed(run, remote_turn, tools=None, session=None)
+            return _Claimed(lease, run, remote_turn, tools=None, session=None)
         tools = [tool.to_provider() for tool in catalog_for_run(run)]
         session = rebyte_services.usable_session(
             run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
         )
-        return _Claimed(run, remote_turn, tools=tools, session=session)
+        return _Claimed(lease, run, remote_turn, tools=tools, session=session)
 
 
 def _finish_quietly(lease, state, error) -> None:
@@ -214,11 +216,11 @@ class _LiveStream:
 
 
 class _RunDriver:
-    def __init__(self, claimed: _Claimed, lease: services.Lease, gateway: RebyteGateway, heartbeat: _Heartbeat):
+    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: _Heartbeat):
         self.claimed = claimed
         self.run = claimed.run
         self.remote_turn = claimed.remote_turn
-        self.lease = lease
+        self.lease = claimed.lease
         self.gateway = gateway
         self.heartbeat = heartbeat
         self.live_text: dict[str, str] = {}

@@ -220,6 +220,13 @@ def run_state_of(submission_id) -> str:
     return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)
 
 
+def run_to_execute(run_id) -> Run:
+    """A run with everything its driver reads: submission, conversation, owner, both messages."""
+    return Run.objects.select_related(
+        "submission__conversation__owner", "submission__user_message", "submission__assistant_message"
+    ).get(id=run_id)
+
+
 def cancel_requested(run_id) -> bool:
     return Run.objects.filter(id=run_id, cancel_requested_at__isnull=False).exists()
 

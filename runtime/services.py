@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
@@ -266,18 +266,91 @@ def _earlier_run_unfinished():
 def claim_run(run_id, worker_id: str) -> Lease | None:
     """Takes the run under a fresh lease, or returns None when it is not this worker's to run now."""
     with transaction.atomic(durable=True):
-        run = claim(run_id, worker_id)
-        return lease_of(run) if run is not None else None
+        return claim(run_id, worker_id)
 
 
-def claim(run_id, worker_id: str) -> Run | None:
-    """`claim_run` inside the caller's transaction, for a worker that reads what it needs under the same claim.
+# The common claim in one statement: a run that may be claimed now (queued and not backing off, or leased under
+# an expired lease; not cancelled before its input left; attempts left; no earlier run of its conversation still
+# active) is locked, skipping a run another worker holds, and leased. Anything else takes `_claim_or_settle`.
+_CLAIM_SQL = """
+WITH candidate AS (
+    SELECT run.id, submission.conversation_id
+    FROM runtime_run run
+    JOIN runtime_submission submission ON submission.id = run.submission_id
+    JOIN runtime_message message ON message.id = submission.user_message_id
+    WHERE run.id = %(run)s
+      AND (
+        (run.state = %(queued)s AND (run.not_before IS NULL OR run.not_before <= now()))
+        OR (run.state = ANY(%(leased)s) AND (run.lease_expires_at IS NULL OR run.lease_expires_at <= now()))
+      )
+      AND (run.cancel_requested_at IS NULL OR run.input_sent_at IS NOT NULL)
+      AND run.attempts < %(max_attempts)s
+      AND NOT EXISTS (
+        SELECT 1
+        FROM runtime_run earlier
+        JOIN runtime_submission earlier_submission ON earlier_submission.id = earlier.submission_id
+        JOIN runtime_message earlier_message ON earlier_message.id = earlier_submission.user_message_id
+        WHERE earlier_submission.conversation_id = submission.conversation_id
+          AND earlier_message.sequence < message.sequence
+          AND earlier.state = ANY(%(active)s)
+          AND earlier.id <> run.id
+      )
+    FOR NO KEY UPDATE OF run SKIP LOCKED
+)
+UPDATE runtime_run run
+SET state = %(running)s,
+    version = run.version + (run.state <> %(running)s)::int,
+    attempts = run.attempts + 1,
+    lease_generation = run.lease_generation + 1,
+    lease_owner = %(worker)s,
+    lease_expires_at = now() + %(lease)s,
+    not_before = NULL,
+    started_at = COALESCE(run.started_at, now()),
+    updated_at = now()
+FROM candidate
+WHERE run.id = candidate.id
+RETURNING candidate.conversation_id, run.submission_id, run.attempts, run.lease_generation
+"""
 
-    Returns the locked run, with its submission, conversation, owner and messages, or None.
-    """
+
+def claim(run_id, worker_id: str) -> Lease | None:
+    """`claim_run` inside the caller's transaction, for a worker that reads what it needs under the same claim."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_SQL,
+            {
+                "run": run_id,
+                "queued": RunState.QUEUED,
+                "running": RunState.RUNNING,
+                "leased": list(LEASED_RUN_STATES),
+                "active": list(ACTIVE_RUN_STATES),
+                "max_attempts": settings.IMPO_RUN_MAX_ATTEMPTS,
+                "worker": worker_id,
+                "lease": _lease_duration(),
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return _claim_or_settle(run_id, worker_id)
+    conversation_id, submission_id, attempt, generation = row
+    _record_started(conversation_id, submission_id, attempt)
+    return Lease(run_id=run_id, generation=generation, worker_id=worker_id, attempt=attempt)
+
+
+def _record_started(conversation_id, submission_id, attempt: int) -> None:
+    append_events(
+        conversation_id,
+        submission_id,
+        [(EventType.RUN_STARTED, {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING})],
+    )
+
+
+def _claim_or_settle(run_id, worker_id: str) -> Lease | None:
+    """The claim's every case: ends a run cancelled before its input left or out of attempts, and otherwise
+    claims what the one-statement claim would have (a run it found locked may have been released since)."""
     run = (
         Run.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("submission__conversation__owner", "submission__user_message", "submission__assistant_message")
+        .select_related("submission__user_message")
         .annotate(earlier_run_unfinished=_earlier_run_unfinished())
         .filter(id=run_id)
         .first()
@@ -311,21 +384,8 @@ def claim(run_id, worker_id: str) -> Run | None:
     run.not_before = None
     run.started_at = run.started_at or now
     run.save()
-    append_events(
-        run.submission.conversation_id,
-        run.submission_id,
-        [
-            (
-                EventType.RUN_STARTED,
-                {"submissionId": str(run.submission_id), "attempt": run.attempts, "status": run.state},
-            )
-        ],
-    )
-    return run
-
-
-def lease_of(run: Run) -> Lease:
-    return Lease(run_id=run.id, generation=run.lease_generation, worker_id=run.lease_owner, attempt=run.attempts)
+    _record_started(run.submission.conversation_id, run.submission_id, run.attempts)
+    return Lease(run_id=run.id, generation=run.lease_generation, worker_id=worker_id, attempt=run.attempts)
 
 
 @contextmanager

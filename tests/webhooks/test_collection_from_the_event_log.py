@@ -2,6 +2,7 @@
 
 import pytest
 
+from impo.celery import app
 from runtime.events import append_events
 from runtime.models import Event, EventType, Run
 from webhooks import services
@@ -70,3 +71,10 @@ def test_an_endpoint_made_after_an_event_does_not_receive_it(api, user):
     endpoint(user, ["run.failed"])
 
     assert services.collect_deliveries() == 0
+
+
+def test_the_wake_up_names_the_registered_delivery_task():
+    # A misspelled task name fails silently: the message is sent and no worker ever runs it.
+    app.loader.import_default_modules()
+
+    assert services.DELIVER_TASK in app.tasks

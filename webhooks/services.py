@@ -63,7 +63,13 @@ def delete_endpoint(*, owner, endpoint_id: uuid.UUID) -> None:
 # --- collection: the event log becomes deliveries ---------------------------------------------------
 
 
-def collect_deliveries() -> int:
+@dataclass(frozen=True)
+class Collected:
+    events: int
+    deliveries: int
+
+
+def collect_deliveries() -> Collected:
     """Turns newly logged events of webhook types into one delivery per subscribed endpoint of their owner.
 
     Why a trigger-fed table rather than a cursor over event ids: ids are drawn from a sequence before their
@@ -80,7 +86,7 @@ def collect_deliveries() -> int:
             .values_list("event_id", flat=True)[:COLLECT_BATCH]
         )
         if not event_ids:
-            return 0
+            return Collected(events=0, deliveries=0)
         events = list(
             Event.objects.filter(id__in=event_ids)
             .select_related("conversation__task", "submission__run")
@@ -103,7 +109,7 @@ def collect_deliveries() -> int:
         PendingSourceEvent.objects.filter(event_id__in=event_ids).delete()
         for delivery in deliveries:
             wake_delivery(delivery.id)
-        return len(deliveries)
+        return Collected(events=len(event_ids), deliveries=len(deliveries))
 
 
 def _delivery(endpoint: WebhookEndpoint, event: Event, now) -> WebhookDelivery:

@@ -52,8 +52,8 @@ def test_collection_makes_one_delivery_per_subscribed_endpoint_and_never_twice(a
     run = admitted_run(api)
     event = log(run, EventType.RUN_COMPLETED, status="completed", messageId=str(run.submission.assistant_message_id))
 
-    assert services.collect_deliveries() == 2
-    assert services.collect_deliveries() == 0
+    assert services.collect_deliveries() == services.Collected(events=1, deliveries=2)
+    assert services.collect_deliveries() == services.Collected(events=0, deliveries=0)
 
     deliveries = WebhookDelivery.objects.filter(event=event)
     assert {delivery.endpoint_id for delivery in deliveries} == {subscribed.id, also_subscribed.id}
@@ -70,7 +70,7 @@ def test_an_endpoint_made_after_an_event_does_not_receive_it(api, user):
     log(run, EventType.RUN_FAILED, status="failed")
     endpoint(user, ["run.failed"])
 
-    assert services.collect_deliveries() == 0
+    assert services.collect_deliveries() == services.Collected(events=1, deliveries=0)
 
 
 def test_the_wake_up_names_the_registered_delivery_task():

@@ -31,7 +31,12 @@ class Command(BaseCommand):
             close_old_connections()
 
     def _pass(self) -> None:
-        collected = services.collect_deliveries()
+        collected = 0
+        while True:  # a backlog (the loop was down) is drained now, a batch per transaction
+            batch = services.collect_deliveries()
+            collected += batch.deliveries
+            if batch.events < services.COLLECT_BATCH:
+                break
         rewoken = services.rewake_due_deliveries()
         if collected or rewoken:
             logger.info("webhooks: %d new deliveries; re-woke %d due", collected, rewoken)

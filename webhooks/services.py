@@ -92,8 +92,11 @@ def collect_deliveries() -> Collected:
             .select_related("conversation__task", "submission__run")
             .order_by("id")
         )
+        owners = {event.conversation.owner_id for event in events}
+        # Locked so an endpoint deleted meanwhile waits for this commit instead of failing it (its deliveries
+        # then go with it).
         endpoints = list(
-            WebhookEndpoint.objects.filter(owner_id__in={event.conversation.owner_id for event in events}, active=True)
+            WebhookEndpoint.objects.select_for_update(no_key=True).filter(owner_id__in=owners, active=True)
         )
         now = timezone.now()
         deliveries = [

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "rebyte",
     "tools",
     "scheduling",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -271,3 +272,15 @@ IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
 IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
 IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
 IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)
+
+# Webhooks (README "Webhooks"): how long one attempt may take, the capped exponential backoff (with jitter)
+# between attempts, and when a delivery is given up as failed (whichever of attempts or age comes first).
+IMPO_WEBHOOK_TIMEOUT_SECONDS = env.float("IMPO_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+IMPO_WEBHOOK_BACKOFF_BASE_SECONDS = env.float("IMPO_WEBHOOK_BACKOFF_BASE_SECONDS", default=5.0)
+IMPO_WEBHOOK_BACKOFF_CAP_SECONDS = env.float("IMPO_WEBHOOK_BACKOFF_CAP_SECONDS", default=3600.0)
+IMPO_WEBHOOK_MAX_ATTEMPTS = env.int("IMPO_WEBHOOK_MAX_ATTEMPTS", default=20)
+IMPO_WEBHOOK_MAX_AGE_SECONDS = env.float("IMPO_WEBHOOK_MAX_AGE_SECONDS", default=3 * 24 * 3600.0)
+# The webhooks loop collects new events and re-wakes deliveries whose wake-up was lost, this often.
+IMPO_WEBHOOK_POLL_SECONDS = env.float("IMPO_WEBHOOK_POLL_SECONDS", default=1.0)
+IMPO_WEBHOOK_REWAKE_AFTER_SECONDS = env.float("IMPO_WEBHOOK_REWAKE_AFTER_SECONDS", default=15.0)
+IMPO_WEBHOOK_ENDPOINTS_PER_USER = env.int("IMPO_WEBHOOK_ENDPOINTS_PER_USER", default=10)

@@ -146,6 +146,11 @@ def remote_turn_of(run: Run) -> RemoteTurn:
     return remote_turn or RemoteTurn.objects.create(run=run)
 
 
+def forget_remote_turn(run: Run) -> None:
+    """Drops a failed run's binding to its turn when staff retry it: the next attempt starts as a new run would."""
+    RemoteTurn.objects.filter(run=run).delete()
+
+
 def bind_session(
     remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequence: int
 ) -> None:

@@ -1,8 +1,21 @@
-from django.contrib import admin
+import uuid
+from collections import Counter
+
+from django.contrib import admin, messages
 
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
-from runtime import services
-from runtime.models import Conversation, Event, Message, Run, RunState, Submission, Task
+from runtime import execution, services
+from runtime.models import (
+    Conversation,
+    Event,
+    Message,
+    Run,
+    RunState,
+    StaffRunAction,
+    StaffRunActionOutcome,
+    Submission,
+    Task,
+)
 
 # What the run's owner reads as the reason; the admin log records which staff member decided.
 STAFF_FAIL_REASON = f"{STAFF_NOTE}: the outcome could not be confirmed, so the reply was ended"
@@ -21,6 +34,21 @@ def _fail(request, run) -> str | None:
     return "Marked failed: the owner sees it was resolved by staff." if ended else None
 
 
+def _is_failed(run) -> bool:
+    return run.state == RunState.FAILED
+
+
+def _retry(request, run) -> str | None:
+    outcome = execution.staff_retry_failed_run(run.id, actor=request.user, batch=uuid.uuid4())
+    if outcome != StaffRunActionOutcome.QUEUED_AGAIN:
+        return None
+    return "Queued again: the same submission gets a new attempt, and its owner sees the reply live again."
+
+
+def _outcome_summary(outcomes: list[str]) -> str:
+    return ", ".join(f"{count} {outcome.replace('_', ' ')}" for outcome, count in sorted(Counter(outcomes).items()))
+
+
 @admin.register(Run)
 class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
     """Runs, newest first, with those pending reconciliation one filter away; decisions go to the admin log."""
@@ -31,8 +59,15 @@ class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
     ordering = ["-created_at"]
     search_fields = ["id", "submission__id", "remote_turn__turn_id", "submission__owner__username"]
     readonly_fields = [field.name for field in Run._meta.fields]
-    actions = ["recheck_now", "mark_failed"]
+    actions = ["recheck_now", "mark_failed", "retry_failed", "cancel_selected"]
     desk_actions = (
+        DeskAction(
+            "retry",
+            "Retry",
+            "Run this failed submission again, as a new attempt? Its owner will see the reply live again.",
+            _is_failed,
+            _retry,
+        ),
         DeskAction("recheck", "Re-check now", "Queue this run again so a worker re-checks it?", _is_parked, _recheck),
         DeskAction(
             "fail",
@@ -62,6 +97,39 @@ class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
         for run in queryset.filter(state=RunState.PENDING_RECONCILIATION):
             if services.staff_fail_run(run.id, reason=STAFF_FAIL_REASON):
                 self.log_change(request, run, "marked failed during reconciliation")
+
+    @admin.action(description="Failed: retry (same submission, a new attempt)", permissions=["resolve"])
+    def retry_failed(self, request, queryset):
+        self._audited_on_each(request, queryset, "Retry", execution.staff_retry_failed_run)
+
+    @admin.action(description="Cancel the selected runs (finished ones stay as they are)", permissions=["resolve"])
+    def cancel_selected(self, request, queryset):
+        # Each run goes through the owner's own cancel path, so a finished one is recorded as such, untouched.
+        self._audited_on_each(request, queryset, "Cancel", services.staff_cancel_run)
+
+    def _audited_on_each(self, request, queryset, label: str, act) -> None:
+        """Applies `act` to each selected run in its own transaction; the audit rows share one batch."""
+        batch = uuid.uuid4()
+        outcomes = [
+            act(run_id, actor=request.user, batch=batch)
+            for run_id in queryset.order_by("created_at").values_list("id", flat=True)
+        ]
+        self.message_user(request, f"{label}: {_outcome_summary(outcomes)}.", messages.SUCCESS)
+
+    def has_resolve_permission(self, request) -> bool:
+        return self.may_resolve(request)
+
+
+@admin.register(StaffRunAction)
+class StaffRunActionAdmin(ReadOnlyAdmin):
+    """Who retried or cancelled which run, when, and what came of it; one batch per admin action."""
+
+    list_display = ["created_at", "actor", "kind", "run", "outcome", "batch"]
+    list_filter = ["kind", "outcome"]
+    list_select_related = ["actor", "run"]
+    ordering = ["-created_at"]
+    search_fields = ["run__id", "batch", "actor__username"]
+    readonly_fields = [field.name for field in StaffRunAction._meta.fields]
 
 
 @admin.register(Submission)

@@ -32,7 +32,7 @@ from rebyte.client import ProviderError, RebyteGateway, Refused, Unavailable, Un
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import selectors, services
-from runtime.models import Run, RunState
+from runtime.models import Run, RunState, StaffRunActionOutcome
 from tools import dispatch
 from tools import services as tool_services
 from tools.models import ToolCall, ToolReceipt
@@ -306,7 +306,9 @@ class _RunDriver:
 
     @property
     def _input_key(self) -> str:
-        return f"impo-run-{self.run.id}"
+        # A staff retry is a new turn: under the first key the provider would answer with the failed one.
+        retry = f"-retry-{self.run.retries}" if self.run.retries else ""
+        return f"impo-run-{self.run.id}{retry}"
 
     def _wait_until_session_idle(self, session: RemoteSession) -> list:
         """The session's turns once none is active; a turn left active by an earlier run is cancelled."""
@@ -541,3 +543,14 @@ def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
                 services.resume_parked_run(run)
                 resumed += 1
     return settled, resumed
+
+
+def staff_retry_failed_run(run_id, *, actor, batch) -> str:
+    """Staff's retry of a failed run (same submission, new attempt): runtime queues it again and the binding to
+    the provider's failed turn is dropped in the same transaction, so the new attempt opens a turn of its own."""
+    with transaction.atomic(durable=True):
+        run = services.lock_run_for_staff(run_id)
+        outcome = services.reopen_failed_run(run, actor=actor, batch=batch)
+        if outcome == StaffRunActionOutcome.QUEUED_AGAIN:
+            rebyte_services.forget_remote_turn(run)
+        return outcome

@@ -172,6 +172,8 @@ class Run(models.Model):
     # such releases are counted apart from attempts, which bound crashes of our own code only.
     not_before = models.DateTimeField(null=True, blank=True)
     provider_failures = models.PositiveIntegerField(default=0)
+    # Times staff retried the run after it failed; each retry is a new attempt with input of its own.
+    retries = models.PositiveSmallIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -200,6 +202,17 @@ class Run(models.Model):
             raise IllegalTransition(f"run {self.id}: {self.state} -> {new_state}")
         self.state = new_state
         self.version += 1
+
+    def reopen_for_retry(self) -> None:
+        """The one way out of a terminal state, and staff's alone: a failed run queued again for a new attempt.
+
+        Kept out of the transition table, which the execution path follows, so no worker can take this edge.
+        """
+        if self.state != RunState.FAILED:
+            raise IllegalTransition(f"run {self.id}: only a failed run is retried, not a {self.state} one")
+        self.state = RunState.QUEUED
+        self.version += 1
+        self.retries += 1
 
 
 class EventType(models.TextChoices):
@@ -238,3 +251,41 @@ class Event(models.Model):
 
     def __str__(self):
         return f"{self.type} #{self.seq}"
+
+
+class StaffRunActionKind(models.TextChoices):
+    RETRY = "retry"
+    CANCEL = "cancel"
+
+
+class StaffRunActionOutcome(models.TextChoices):
+    QUEUED_AGAIN = "queued_again"
+    NOT_FAILED = "not_failed"
+    CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+    ALREADY_FINISHED = "already_finished"
+    ALREADY_REQUESTED = "already_requested"
+
+
+class StaffRunAction(models.Model):
+    """Audit of what staff did to a run: one row per run, the rows of one admin action sharing a batch."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    batch = models.UUIDField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=16, choices=StaffRunActionKind.choices)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="staff_actions")
+    outcome = models.CharField(max_length=32, choices=StaffRunActionOutcome.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=StaffRunActionKind.values), name="runtime_staff_action_kind"),
+            models.CheckConstraint(
+                condition=Q(outcome__in=StaffRunActionOutcome.values), name="runtime_staff_action_outcome"
+            ),
+        ]
+        indexes = [models.Index(fields=["batch"], name="runtime_staff_action_batch")]
+
+    def __str__(self):
+        return f"{self.kind} of run {self.run_id}: {self.outcome}"

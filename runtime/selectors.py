@@ -216,6 +216,18 @@ def submission_events_after(submission_id, after_seq: int) -> list[dict]:
     return [event_to_wire(event) for event in events]
 
 
+def current_attempt_events(submission_id) -> list[dict]:
+    """The submission's events from its latest acceptance on: a run staff retried is rebuilt from its new attempt,
+    not from the failure it left (re-projected as `submission.accepted`)."""
+    latest_acceptance = (
+        Event.objects.filter(submission_id=submission_id, type=EventType.SUBMISSION_ACCEPTED)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return submission_events_after(submission_id, (latest_acceptance or 1) - 1)
+
+
 def run_state_of(submission_id) -> str:
     return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)
 

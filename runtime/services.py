@@ -31,6 +31,9 @@ from runtime.models import (
     MessageStatus,
     Run,
     RunState,
+    StaffRunAction,
+    StaffRunActionKind,
+    StaffRunActionOutcome,
     Submission,
     Task,
 )
@@ -205,27 +208,20 @@ def _admit(*, owner, conversation: Conversation, command: MessageCommand, finger
         client_context=command.client_context,
     )
     run = Run.objects.create(submission=submission, last_woken_at=timezone.now())
-    append_events(
-        conversation.id,
-        submission.id,
-        [
-            (
-                EventType.SUBMISSION_ACCEPTED,
-                {
-                    "submissionId": str(submission.id),
-                    "userMessage": {
-                        "id": str(user_message.id),
-                        "sequence": user_message.sequence,
-                        "text": user_message.text,
-                    },
-                    "assistantMessage": {"id": str(assistant_message.id), "sequence": assistant_message.sequence},
-                    "status": run.state,
-                },
-            )
-        ],
-    )
+    append_events(conversation.id, submission.id, [(EventType.SUBMISSION_ACCEPTED, _accepted_payload(submission, run))])
     outbound.wake_run(run.id)
     return _receipt(submission)
+
+
+def _accepted_payload(submission: Submission, run: Run) -> dict:
+    """What a client needs to show a queued reply: both messages and the run's state."""
+    user_message, assistant_message = submission.user_message, submission.assistant_message
+    return {
+        "submissionId": str(submission.id),
+        "userMessage": {"id": str(user_message.id), "sequence": user_message.sequence, "text": user_message.text},
+        "assistantMessage": {"id": str(assistant_message.id), "sequence": assistant_message.sequence},
+        "status": run.state,
+    }
 
 
 # --- execution: claims, fenced writes, release -------------------------------------------------------
@@ -604,16 +600,24 @@ def request_cancel(*, owner, submission_id) -> None:
         )
         if run is None:
             raise NotFound("No such submission.")
-        if run.is_terminal or run.cancel_requested_at is not None:
-            return
-        now = timezone.now()
-        run.cancel_requested_at = now
-        run.version += 1
-        if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
-            _finish(run, RunState.CANCELLED, now=now)
-        elif run.state == RunState.QUEUED:
-            outbound.wake_run(run.id)  # a worker must relay it to the provider
-        run.save()
+        _cancel(run)
+
+
+def _cancel(run: Run) -> str:
+    """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome)."""
+    if run.is_terminal:
+        return StaffRunActionOutcome.ALREADY_FINISHED
+    if run.cancel_requested_at is not None:
+        return StaffRunActionOutcome.ALREADY_REQUESTED
+    now = timezone.now()
+    run.cancel_requested_at = now
+    run.version += 1
+    if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
+        _finish(run, RunState.CANCELLED, now=now)
+    elif run.state == RunState.QUEUED:
+        outbound.wake_run(run.id)  # a worker must relay it to the provider
+    run.save()
+    return StaffRunActionOutcome.CANCELLED if run.is_terminal else StaffRunActionOutcome.CANCEL_REQUESTED
 
 
 # --- the sweeper ------------------------------------------------------------------------------------
@@ -684,3 +688,60 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
             return False
         fail_parked_run(run, code="failed_by_staff", message=reason)
         return True
+
+
+# --- staff actions on runs, audited ------------------------------------------------------------------
+# One transaction per run: a run's lock is taken before its conversation's (the module's lock order), so
+# locking several runs in one transaction could deadlock against their workers.
+
+
+def lock_run_for_staff(run_id) -> Run:
+    return (
+        Run.objects.select_for_update(of=("self",))
+        .select_related("submission__user_message", "submission__assistant_message")
+        .get(id=run_id)
+    )
+
+
+def staff_cancel_run(run_id, *, actor, batch: uuid.UUID) -> str:
+    """Staff's cancel, the owner's own path (`request_cancel`) without the owner check; audited."""
+    with transaction.atomic(durable=True):
+        run = lock_run_for_staff(run_id)
+        outcome = _cancel(run)
+        _audit(run, actor=actor, batch=batch, kind=StaffRunActionKind.CANCEL, outcome=outcome)
+        return outcome
+
+
+def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
+    """Staff's retry of a locked run, inside the caller's transaction: the same submission, a new attempt.
+
+    What the failure left is cleared: the error, the counters that bounded the last series of attempts, the
+    input-sent mark (the new attempt sends its input again, under a key of its own: `Run.retries`) and the
+    reply's text. The acceptance is projected again, so clients show the reply as live once more.
+    """
+    if run.state != RunState.FAILED:
+        return _audit(
+            run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.NOT_FAILED
+        )
+    now = timezone.now()
+    run.reopen_for_retry()
+    run.error_code, run.error_message, run.error_retryable = "", "", False
+    run.attempts = run.provider_failures = 0
+    run.not_before = run.cancel_requested_at = run.input_sent_at = run.started_at = run.finished_at = None
+    run.last_woken_at = now
+    run.save()
+    submission = run.submission
+    Message.objects.filter(id=submission.assistant_message_id).update(
+        text="", status=MessageStatus.PENDING, updated_at=now
+    )
+    payload = {**_accepted_payload(submission, run), "retry": run.retries}
+    append_events(submission.conversation_id, submission.id, [(EventType.SUBMISSION_ACCEPTED, payload)])
+    outbound.wake_run(run.id)
+    return _audit(
+        run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.QUEUED_AGAIN
+    )
+
+
+def _audit(run: Run, *, actor, batch: uuid.UUID, kind: str, outcome: str) -> str:
+    StaffRunAction.objects.create(run=run, actor=actor, batch=batch, kind=kind, outcome=outcome)
+    return outcome

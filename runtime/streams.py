@@ -85,7 +85,7 @@ async def _follow(stream: UIMessageStream, layer, group: str, channel: str, subm
     # Subscribe before the first read, so anything committed after it at least triggers a re-read.
     live = await _join(layer, group, channel)
     await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
-    events = await database_sync_to_async(selectors.submission_events_after)(submission_id, 0)
+    events = await database_sync_to_async(selectors.current_attempt_events)(submission_id)
     chunks = stream.start()
     for event in events:
         chunks += stream.feed(event)

@@ -185,6 +185,10 @@ class Stack:
             "IMPO_REBYTE_LISTING_GRACE_SECONDS": "1",
             "IMPO_PROVIDER_BACKOFF_CAP_SECONDS": "4",
             "IMPO_TURN_APPEAR_SECONDS": "3",
+            "IMPO_WEBHOOK_BACKOFF_BASE_SECONDS": "0.5",
+            "IMPO_WEBHOOK_BACKOFF_CAP_SECONDS": "4",
+            "IMPO_WEBHOOK_TIMEOUT_SECONDS": "3",
+            "IMPO_WEBHOOK_REWAKE_AFTER_SECONDS": "2",
             # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.
             "DJANGO_DEBUG": "false",
             "DJANGO_HTTPS": "false",
@@ -227,6 +231,14 @@ class Stack:
         )
         self.processes.append(sweeper)
         return sweeper
+
+    def start_webhooks(self, interval: float = 0.3) -> ServiceProcess:
+        """The webhooks loop: collects deliveries from the event log and re-wakes lost ones."""
+        loop = ServiceProcess(
+            "webhooks", [sys.executable, "manage.py", "run_webhooks", "--interval", str(interval)], env=self.env
+        )
+        self.processes.append(loop)
+        return loop
 
     @staticmethod
     def _ready(worker: ServiceProcess) -> bool:

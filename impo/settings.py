@@ -262,6 +262,11 @@ IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
 
+# Every web process checks all of its open conversation sockets for events whose live push was lost in one query
+# per interval; while Redis (the push) is unreachable it reads the log more often.
+IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
+IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
+
 # Per-user limits (README "Security"), counted in Redis and shared by every web process. Admission, streams
 # and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);
 # login fails closed.

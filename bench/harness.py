@@ -2,7 +2,7 @@
 
 Nothing is shared with `make run` or a test session: the database `impo_bench_<pid>` is created, migrated and
 dropped by the run, the Celery queue and Redis database are the run's own. Processes are the tests' helpers
-(daphne, Celery workers, the sweeper, the Rebyte double), so a benchmark measures what the suite verifies.
+(the web server, Celery workers, the sweeper, the Rebyte double), so a benchmark measures what the suite verifies.
 """
 
 import os

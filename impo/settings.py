@@ -23,7 +23,7 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 # Origins (scheme://host[:port]) other than the site's own that may post forms and open session websockets.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
-# Served over HTTPS (by daphne itself or behind a TLS-terminating proxy): on by default without DEBUG.
+# Served over HTTPS (by the web server itself or behind a TLS-terminating proxy): on by default without DEBUG.
 # A deployment that really serves plain HTTP on a private network (the test harness does) turns it off.
 SERVED_OVER_HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
 SECURE_SSL_REDIRECT = SERVED_OVER_HTTPS
@@ -126,7 +126,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 # Only a deployment that runs collectstatic needs a root; locally WhiteNoise serves from the apps.
 STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
-# daphne serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
+# The web server serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

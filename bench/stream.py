@@ -153,24 +153,17 @@ def celery_round_trips(stack: Stack, samples: int) -> list[float]:
         replies.close()
 
 
+def _baseline(name: str, latencies: list[float]) -> Figure:
+    median, p95 = median_and_p95(latencies)
+    return Figure(
+        f"baseline: {name} (median)", median * 1000, "ms", higher_is_better=False, notes=[f"p95 {p95 * 1000:.2f} ms"]
+    )
+
+
 def baselines(stack: Stack, samples: int) -> tuple[Figure, Figure]:
-    group_send = median_and_p95(group_send_round_trips(stack, samples))
-    celery = median_and_p95(celery_round_trips(stack, samples))
     return (
-        Figure(
-            "baseline: bare group_send from another process → websocket (median)",
-            group_send[0] * 1000,
-            "ms",
-            higher_is_better=False,
-            notes=[f"p95 {group_send[1] * 1000:.2f} ms"],
-        ),
-        Figure(
-            "baseline: bare Celery round trip, trivial task on the same broker (median)",
-            celery[0] * 1000,
-            "ms",
-            higher_is_better=False,
-            notes=[f"p95 {celery[1] * 1000:.2f} ms"],
-        ),
+        _baseline("bare group_send from another process → websocket", group_send_round_trips(stack, samples)),
+        _baseline("bare Celery round trip, trivial task on the same broker", celery_round_trips(stack, samples)),
     )
 
 

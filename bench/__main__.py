@@ -33,7 +33,7 @@ class Sizes:
 
 
 FULL = Sizes(2000, 10, 40, 300, 1000, 3, 30.0, 5.0, (10, 100, 1000), 100_000, 200, 2000, 30.0)
-QUICK = Sizes(300, 3, 10, 60, 200, 1, 8.0, 1.0, (10, 100), 100_000, 40, 2000, 10.0)
+QUICK = Sizes(300, 3, 10, 60, 200, 1, 8.0, 1.0, (10, 100), 100_000, 40, 500, 10.0)
 HOSTS = ("host-a", "host-b")
 # One web process a host: two in all, as on two machines.
 WEB_PROCESSES_PER_HOST = 1

@@ -207,9 +207,17 @@ def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE)
 
 
 def latest_event_seqs(conversation_ids) -> dict[str, int]:
-    """The newest committed `seq` of each conversation, in one query (allocated with its events, so never ahead)."""
-    rows = Conversation.objects.filter(id__in=conversation_ids).values_list("id", "last_event_seq")
-    return {str(conversation_id): last_event_seq for conversation_id, last_event_seq in rows}
+    """The newest committed `seq` of each conversation, in one query (allocated with its events, so never ahead).
+
+    Asked every few seconds for every open socket of a process: one array parameter costs the ORM's
+    per-parameter work (an `IN` list) only once, about half the CPU at a thousand conversations.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, last_event_seq FROM runtime_conversation WHERE id = ANY(%s::uuid[])",
+            [[str(conversation_id) for conversation_id in conversation_ids]],
+        )
+        return {str(conversation_id): last_event_seq for conversation_id, last_event_seq in cursor.fetchall()}
 
 
 def active_submission_ids_by_conversation(conversation_ids) -> dict[str, set[str]]:

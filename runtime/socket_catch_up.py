@@ -3,13 +3,14 @@
 The live push is a hint, so an open socket must also notice events whose push was lost. A loop per socket made
 that one query per socket per interval, which saturated the process's single database thread at a few hundred
 sockets. Here each interval reads the newest `seq` of every watched conversation in ONE query, and only the
-sockets that are behind read their gap; the subscriber counts and connection slots of all sockets are refreshed
-in one Redis round trip each. Started by the first socket, it ends with the last, and it outlives any error of
-PostgreSQL or Redis (logged), so no socket goes silent for good.
+sockets that are behind read their gap; every 15 s the subscriber counts and connection slots of all sockets are
+refreshed with one query and one Redis round trip each. Started by the first socket, it ends with the last, and
+it outlives any error of PostgreSQL or Redis (logged), so no socket goes silent for good.
 """
 
 import asyncio
 import logging
+import time
 import weakref
 from typing import Protocol
 
@@ -19,6 +20,9 @@ from django.conf import settings
 from runtime import limits, selectors, subscribers
 
 logger = logging.getLogger(__name__)
+
+# Subscriber entries live 45 s and slots 60 s: refreshed this often, two refreshes may fail before one lapses.
+PRESENCE_REFRESH_SECONDS = 15.0
 
 
 class WatchingSocket(Protocol):
@@ -40,6 +44,7 @@ class CatchUpLoop:
     def __init__(self) -> None:
         self.sockets: set[WatchingSocket] = set()
         self.task: asyncio.Task | None = None
+        self.presence_refreshed_at = 0.0
 
     def add(self, socket: WatchingSocket) -> None:
         self.sockets.add(socket)
@@ -67,6 +72,9 @@ class CatchUpLoop:
                 await self._send_what_was_missed(sockets)
             except Exception:
                 logger.exception("catch-up of %d sockets failed; retrying", len(sockets))
+            if time.monotonic() - self.presence_refreshed_at < PRESENCE_REFRESH_SECONDS:
+                continue
+            self.presence_refreshed_at = time.monotonic()
             try:
                 await self._refresh_presence(sockets)
             except Exception:
@@ -77,6 +85,8 @@ class CatchUpLoop:
         for socket in sockets:
             if not socket.joined:
                 await socket.rejoin()
+                if not socket.joined:
+                    break  # Redis is still unreachable: one attempt a round, not one per socket
         conversation_ids = {socket.conversation_id for socket in sockets}
         latest = await database_sync_to_async(selectors.latest_event_seqs)(conversation_ids)
         behind = [socket for socket in sockets if latest.get(socket.conversation_id, 0) > socket.last_sent_seq]

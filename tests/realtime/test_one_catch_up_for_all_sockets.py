@@ -80,7 +80,7 @@ def test_idle_sockets_cost_one_catch_up_query_per_interval_however_many_are_open
         return execute(sql, params, many, context)
 
     def catch_up_reads() -> int:
-        return sum('"last_event_seq"' in sql for sql in statements)
+        return sum("last_event_seq" in sql for sql in statements)
 
     async def scenario():
         sockets = await open_sockets(conversations)
@@ -104,9 +104,9 @@ def test_idle_sockets_cost_one_catch_up_query_per_interval_however_many_are_open
     with connection.execute_wrapper(record):
         observed = async_to_sync(scenario)()
 
-    rounds = sum('"last_event_seq"' in sql for sql in observed)
-    # One round is one query for the newest seqs plus one for the active submissions, for all nine sockets; the
-    # round in progress when the window closed may have issued its first query only.
+    rounds = sum("last_event_seq" in sql for sql in observed)
+    # A round is one query for the newest seqs of all nine sockets' conversations, plus (every 15 s) one for
+    # their active submissions; the round in progress when the window closed may have issued its first only.
     assert rounds >= 4
     assert len(observed) <= 2 * rounds
     assert all("runtime_event" not in sql for sql in observed), "an idle socket read its event log"

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import harness
+from bench import harness, sockets
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,18 @@ class Sizes:
     sweep_seconds: float
     scales: tuple[int, ...]
     history_events: int
+    baseline_samples: int
+    many_sockets: int
+    idle_sockets: int
+    idle_hold_seconds: float
 
 
-FULL = Sizes(2000, 10, 40, 300, 1000, 3, 30.0, 5.0, (10, 100, 1000), 100_000)
-QUICK = Sizes(300, 3, 10, 60, 200, 1, 8.0, 1.0, (10, 100), 100_000)
+FULL = Sizes(2000, 10, 40, 300, 1000, 3, 30.0, 5.0, (10, 100, 1000), 100_000, 200, 1000, 2000, 30.0)
+QUICK = Sizes(300, 3, 10, 60, 200, 1, 8.0, 1.0, (10, 100), 100_000, 40, 200, 500, 10.0)
+FEW_SOCKETS = 10
+HOSTS = ("host-a", "host-b")
+# One web process a host: two in all, as on two machines.
+WEB_PROCESSES_PER_HOST = 1
 
 
 def load_history(owner_ids: list[int], total_events: int) -> None:
@@ -65,18 +73,24 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run of every benchmark")
-    sizes = QUICK if parser.parse_args().quick else FULL
+    parser.add_argument("--realtime", action="store_true", help="only the baselines, first-delta and socket figures")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
 
     # A stopped benchmark (Ctrl-C, SIGTERM, a timeout) still stops its processes and drops its database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Thousands of sockets, both ends on this machine; the servers started below inherit the limit.
+    sockets.raise_descriptor_limit()
     database = harness.configure_process_environment()
     harness.create_database(database)
     import django
 
     django.setup()
+    from django.conf import settings
+
     from bench import admission, execution, recovery, stream
     from impo.celery import app
-    from tests.processes import RebyteDouble, Stack, start_web
+    from tests.processes import RebyteDouble, Stack
 
     double = RebyteDouble()
     stack = Stack(database_name=database, double=double, redis_url=os.environ["REDIS_URL"])
@@ -90,18 +104,40 @@ def main() -> None:
         print(figure.line() + "".join(f"\n    {note}" for note in figure.notes), flush=True)
 
     try:
-        _, web_url = start_web(stack)
+        hosts = stream.start_hosts(stack, HOSTS, web_processes=WEB_PROCESSES_PER_HOST)
+        web_url = hosts[0].web_url
+        print(f"## baselines ({len(hosts)} hosts: web process + Celery worker each, one queue each)", flush=True)
+        group_send_baseline, celery_baseline = stream.baselines(stack, sizes.baseline_samples)
+        record(group_send_baseline)
+        record(celery_baseline)
+
+        def first_delta(users: list[tuple[int, str]]) -> list[float]:
+            """The first delta of users[0]'s messages with every other user's socket open, spread over the hosts."""
+            urls = [
+                stream.subscription_url(hosts[index % len(hosts)].web_url, user_id, token)
+                for index, (user_id, token) in enumerate(users[1:])
+            ]
+            stream.start_workers(stack, hosts)
+            others = sockets.IdleSockets(urls).open()
+            try:
+                figure, latencies = stream.measure(
+                    hosts, users[0], others.open_count, samples=sizes.stream_samples, baseline=group_send_baseline
+                )
+            finally:
+                others.close()
+                stream.stop_workers(hosts)
+            record(figure)
+            return latencies
 
         def measure_everything(users: list[tuple[int, str]]) -> None:
+            if args.realtime:
+                return
             tokens = [token for _, token in users]
             owner_ids = [user_id for user_id, _ in users]
             record(admission.measure(web_url, tokens, database, count=sizes.admissions, seconds=sizes.pgbench_seconds))
             harness.retire_unfinished_runs()
             for figure in execution.measure(stack, owner_ids, runs=sizes.runs, claims=sizes.claims):
                 record(figure)
-            worker = stack.start_worker("bench-stream-worker")
-            record(stream.measure(stack, web_url, users[0], users[1:], samples=sizes.stream_samples))
-            worker.stop()
 
         first_users = None
         for scale in sizes.scales:
@@ -110,20 +146,51 @@ def main() -> None:
             first_users = first_users or users
             measure_everything(users)
 
-        print(f"\n## {len(first_users)} conversations, {sizes.history_events:,} more events in the table", flush=True)
-        load_history([user_id for user_id, _ in first_users], sizes.history_events)
-        measure_everything(first_users)
-
-        print("\n## recovery", flush=True)
+        print(f"\n## first delta with {FEW_SOCKETS} and with {sizes.many_sockets} sockets open", flush=True)
+        socket_users = harness.create_users(sizes.many_sockets, "sockets")
+        few = harness.median_and_p95(first_delta(socket_users[:FEW_SOCKETS]))[0] * 1000
+        many = harness.median_and_p95(first_delta(socket_users))[0] * 1000
         record(
-            recovery.measure(
-                stack,
-                first_users[0][0],
-                lease_seconds=sizes.lease_seconds,
-                sweep_seconds=sizes.sweep_seconds,
-                samples=sizes.recovery_samples,
+            harness.Figure(
+                f"first text.delta with {sizes.many_sockets - 1} other sockets open (median)",
+                many,
+                "ms",
+                baseline_name=f"with {FEW_SOCKETS - 1} (same run)",
+                baseline=few,
+                higher_is_better=False,
             )
         )
+
+        print(f"\n## {sizes.idle_sockets} idle sockets", flush=True)
+        idle_users = harness.create_users(sizes.idle_sockets, "idle")
+        record(
+            sockets.measure_idle(
+                [
+                    stream.subscription_url(hosts[index % len(hosts)].web_url, user_id, token)
+                    for index, (user_id, token) in enumerate(idle_users)
+                ],
+                sockets.web_process_ids([host.web.process.pid for host in hosts]),
+                hold_seconds=sizes.idle_hold_seconds,
+                interval_seconds=settings.IMPO_SOCKET_CATCH_UP_SECONDS,
+            )
+        )
+        if not args.realtime:
+            history = f"{len(first_users)} conversations, {sizes.history_events:,} more events in the table"
+            print(f"\n## {history}", flush=True)
+            load_history([user_id for user_id, _ in first_users], sizes.history_events)
+            measure_everything(first_users)
+            first_delta(first_users)
+
+            print("\n## recovery", flush=True)
+            record(
+                recovery.measure(
+                    stack,
+                    first_users[0][0],
+                    lease_seconds=sizes.lease_seconds,
+                    sweep_seconds=sizes.sweep_seconds,
+                    samples=sizes.recovery_samples,
+                )
+            )
     finally:
         stack.stop()
         double.stop()

@@ -1,10 +1,12 @@
-"""The stream baseline: a bare Channels websocket echo through the same Redis channel layer.
+"""The websocket baseline: a bare Channels consumer that forwards whatever is `group_send` to its group.
 
-A client's frame goes to a consumer, out through `group_send` to the connection's own group (as every product
-event does) and back to the client: the least any websocket event delivered by this stack can cost.
+Another process (the benchmark) sends to the group through the same Redis channel layer, and the consumer, served
+by the same server as Impo, writes it to its socket, as every product event reaches a client: the least any
+websocket event delivered by this stack can cost.
 """
 
 import os
+import uuid
 
 import django
 
@@ -16,20 +18,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 
-class EchoConsumer(AsyncJsonWebsocketConsumer):
+class GroupForwardConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        self.group = f"bench-echo-{self.channel_name.replace('!', '-')}"
+        self.group = f"bench-forward-{uuid.uuid4().hex}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        await self.send_json({"group": self.group})
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content, **kwargs):
-        await self.channel_layer.group_send(self.group, {"type": "echo.reply", "body": content})
-
-    async def echo_reply(self, message):
+    async def bench_forward(self, message):
         await self.send_json(message["body"])
 
 
-application = ProtocolTypeRouter({"websocket": URLRouter([path("echo/", EchoConsumer.as_asgi())])})
+application = ProtocolTypeRouter({"websocket": URLRouter([path("forward/", GroupForwardConsumer.as_asgi())])})

@@ -2,7 +2,7 @@
 
 Nothing is shared with `make run` or a test session: the database `impo_bench_<pid>` is created, migrated and
 dropped by the run, the Celery queue and Redis database are the run's own. Processes are the tests' helpers
-(daphne, Celery workers, the sweeper, the Rebyte double), so a benchmark measures what the suite verifies.
+(the web server, Celery workers, the sweeper, the Rebyte double), so a benchmark measures what the suite verifies.
 """
 
 import os
@@ -21,7 +21,8 @@ def configure_process_environment() -> str:
     os.environ.update(
         {
             "DATABASE_URL": f"postgres://{PGUSER}@{PGHOST}:5432/{database}",
-            "REDIS_URL": "redis://127.0.0.1:6379/14",
+            # A Redis database of the run's own unless told another (two runs at once on one machine).
+            "REDIS_URL": os.environ.get("IMPO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
             "CELERY_QUEUE": f"impo-bench-{os.getpid()}",
             "DJANGO_SETTINGS_MODULE": "impo.settings",
             "LOG_LEVEL": "WARNING",

@@ -96,6 +96,19 @@ def acquire(limit: str, identity, holder: str, *, allowed: int, ttl_seconds: flo
     return bool(_call(_ACQUIRE, _key(limit, identity), int(ttl_seconds * 1000), allowed, holder))
 
 
+def acquire_many(slots, *, ttl_seconds: float) -> None:
+    """Refreshes many holders' slots, (limit, identity, holder, allowed) each, in one round trip."""
+    acquire_script = _client().register_script(_ACQUIRE)
+    try:
+        with _client().pipeline(transaction=False) as pipe:
+            for limit, identity, holder, allowed in slots:
+                arguments = [int(ttl_seconds * 1000), allowed, holder]
+                acquire_script(keys=[_key(limit, identity)], args=arguments, client=pipe)
+            pipe.execute()
+    except redis.RedisError as exc:
+        raise LimitsUnavailable(str(exc)) from exc
+
+
 def release(limit: str, identity, holder: str) -> None:
     try:
         _client().zrem(_key(limit, identity), holder)

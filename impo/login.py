@@ -3,7 +3,7 @@
 Failures are counted per username and client address, so a guesser is stopped without locking the real
 user out from everywhere. The count lives in Redis; when Redis cannot be reached the form fails closed
 (503): guessing passwords during an outage is exactly what the throttle exists to prevent. Behind a proxy,
-run daphne with `--proxy-headers` so the client address is the caller's, not the proxy's.
+set IMPO_WEB_FORWARDED_ALLOW_IPS to the proxy so the client address is the caller's, not the proxy's.
 """
 
 import functools

@@ -23,7 +23,7 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 # Origins (scheme://host[:port]) other than the site's own that may post forms and open session websockets.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
-# Served over HTTPS (by daphne itself or behind a TLS-terminating proxy): on by default without DEBUG.
+# Served over HTTPS (by the web server itself or behind a TLS-terminating proxy): on by default without DEBUG.
 # A deployment that really serves plain HTTP on a private network (the test harness does) turns it off.
 SERVED_OVER_HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
 SECURE_SSL_REDIRECT = SERVED_OVER_HTTPS
@@ -127,7 +127,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 # Only a deployment that runs collectstatic needs a root; locally WhiteNoise serves from the apps.
 STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
-# daphne serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
+# The web server serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
@@ -262,6 +262,11 @@ IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
+
+# Every web process checks all of its open conversation sockets for events whose live push was lost in one query
+# per interval; while Redis (the push) is unreachable it reads the log more often.
+IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
+IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
 
 # Per-user limits (README "Security"), counted in Redis and shared by every web process. Admission, streams
 # and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);

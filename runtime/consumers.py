@@ -1,8 +1,9 @@
 """The conversation websocket: replay from the event log, then live events, with no gap or duplicate.
 
 The live push is only a hint (channels-redis drops messages when a channel is full), so the
-consumer trusts the database: any gap in `seq`, and a periodic check, re-read the log. While Redis is
-unreachable the socket is still served, from the log alone, and the periodic loop outlives any error.
+consumer trusts the database: any gap in `seq`, and the process's periodic check (`socket_catch_up`, one
+query for all of its sockets), re-read the log. While Redis is unreachable the socket is still served, from
+the log alone, and the periodic check outlives any error.
 """
 
 import asyncio
@@ -14,13 +15,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import RedisError
 
-from runtime import limits, selectors, subscribers
+from runtime import limits, selectors, socket_catch_up, subscribers
 from runtime.outbound import conversation_group
 
 logger = logging.getLogger(__name__)
 
-CATCH_UP_INTERVAL_SECONDS = 5.0
-POLL_WITHOUT_PUSH_SECONDS = 1.0
 # Application close code (4000-4999) for "too many open sockets": 4000 + the HTTP status it stands for.
 RATE_LIMITED_CLOSE_CODE = 4429
 
@@ -43,7 +42,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=RATE_LIMITED_CLOSE_CODE, reason=slot.refusal().message)
             return
         self.slot = slot
-        self.conversation_id = conversation_id
+        self.conversation_id = str(conversation_id)
         self.last_sent_seq = after
         self.subscriber_id = subscribers.new_subscriber_id()
         self.watched_submissions: set[str] = set()
@@ -52,17 +51,19 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         # arrives live and is skipped or sent by its seq, so nothing falls between the two.
         self.joined = await self._join()
         await self.accept()
-        await self._catch_up()
-        self.periodic_catch_up = asyncio.create_task(self._catch_up_periodically())
+        await self.catch_up()
+        self.catch_up_loop = socket_catch_up.for_this_event_loop()
+        self.catch_up_loop.add(self)
 
     async def disconnect(self, code):
         if not hasattr(self, "slot"):
             return
+        if hasattr(self, "catch_up_loop"):
+            ended = self.catch_up_loop.remove(self)
+            if ended is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ended
         await asyncio.to_thread(self.slot.release)
-        if hasattr(self, "periodic_catch_up"):
-            self.periodic_catch_up.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.periodic_catch_up
         if self.joined:
             with contextlib.suppress(RedisError, OSError):
                 await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
@@ -80,9 +81,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 self.last_sent_seq = event["seq"]
                 return
         if event["seq"] > self.last_sent_seq:
-            await self._catch_up()
+            await self.catch_up()
 
-    async def _catch_up(self):
+    async def catch_up(self):
+        """Sends every logged event after the last one sent, in order."""
         async with self.send_lock:
             while True:
                 batch = await database_sync_to_async(selectors.events_after)(self.conversation_id, self.last_sent_seq)
@@ -92,19 +94,8 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 if len(batch) < selectors.EVENT_BATCH_SIZE:
                     return
 
-    async def _catch_up_periodically(self):
-        while True:
-            # Without the live push (Redis down) the log is the only source: read it more often.
-            await asyncio.sleep(CATCH_UP_INTERVAL_SECONDS if self.joined else POLL_WITHOUT_PUSH_SECONDS)
-            try:
-                if not self.joined:
-                    self.joined = await self._join()
-                await self._catch_up()
-                await self._refresh_subscriptions()
-                await asyncio.to_thread(self.slot.refresh)
-            except Exception:
-                # A database restart or a Redis outage must not leave the socket silent for good.
-                logger.exception("catch-up of conversation %s failed; retrying", self.conversation_id)
+    async def rejoin(self):
+        self.joined = await self._join()
 
     async def _join(self) -> bool:
         try:
@@ -113,12 +104,6 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("live push unavailable for %s, serving from the log: %s", self.conversation_id, exc)
             return False
         return True
-
-    async def _refresh_subscriptions(self):
-        active = await database_sync_to_async(selectors.active_submission_ids)(self.conversation_id)
-        for submission_id in active:
-            await asyncio.to_thread(subscribers.refresh, submission_id, self.subscriber_id)
-        self.watched_submissions |= active
 
 
 def _after_parameter(scope) -> int | None:

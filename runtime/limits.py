@@ -77,6 +77,16 @@ class Slot:
         return RateLimited(f"More than {self.allowed} open {self.kind}.", retry_after=SLOT_RETRY_AFTER_SECONDS)
 
 
+def refresh_slots(slots: list[Slot]) -> None:
+    """Refreshes a process's slots in one round trip; like `Slot.refresh`, a lapse never closes a holder."""
+    try:
+        limits.acquire_many(
+            [(slot.kind, slot.owner_id, slot.holder, slot.allowed) for slot in slots], ttl_seconds=SLOT_TTL_SECONDS
+        )
+    except limits.LimitsUnavailable as exc:
+        logger.warning("%d slots not refreshed: %s", len(slots), exc)
+
+
 def stream_slot(owner) -> Slot:
     return Slot("streams", owner.pk, settings.IMPO_LIMIT_STREAMS)
 

@@ -206,9 +206,26 @@ def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE)
     return [event_to_wire(event) for event in events]
 
 
-def active_submission_ids(conversation_id) -> set[str]:
-    runs = Run.objects.filter(submission__conversation_id=conversation_id, state__in=ACTIVE_RUN_STATES)
-    return {str(submission_id) for submission_id in runs.values_list("submission_id", flat=True)}
+def latest_event_seqs(conversation_ids) -> dict[str, int]:
+    """The newest committed `seq` of each conversation, in one query (allocated with its events, so never ahead).
+
+    Asked every few seconds for every open socket of a process: one array parameter costs the ORM's
+    per-parameter work (an `IN` list) only once, about half the CPU at a thousand conversations.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, last_event_seq FROM runtime_conversation WHERE id = ANY(%s::uuid[])",
+            [[str(conversation_id) for conversation_id in conversation_ids]],
+        )
+        return {str(conversation_id): last_event_seq for conversation_id, last_event_seq in cursor.fetchall()}
+
+
+def active_submission_ids_by_conversation(conversation_ids) -> dict[str, set[str]]:
+    runs = Run.objects.filter(submission__conversation_id__in=conversation_ids, state__in=ACTIVE_RUN_STATES)
+    active: dict[str, set[str]] = {}
+    for conversation_id, submission_id in runs.values_list("submission__conversation_id", "submission_id"):
+        active.setdefault(str(conversation_id), set()).add(str(submission_id))
+    return active
 
 
 def submission_events_after(submission_id, after_seq: int) -> list[dict]:

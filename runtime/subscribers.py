@@ -49,6 +49,20 @@ def refresh(submission_id, subscriber_id: str) -> None:
         logger.warning("could not refresh a subscriber of %s: %s", submission_id, exc)
 
 
+def refresh_many(subscriptions) -> None:
+    """Refreshes every (submission id, subscriber id) pair in one round trip: a process's sockets at once."""
+    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
+    try:
+        with _redis().pipeline(transaction=False) as pipe:
+            for submission_id, subscriber_id in subscriptions:
+                key = _key(submission_id)
+                pipe.zadd(key, {subscriber_id: expires})
+                pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
+            pipe.execute()
+    except redis.RedisError as exc:
+        logger.warning("could not refresh %d subscribers: %s", len(subscriptions), exc)
+
+
 def remove(submission_id, subscriber_id: str) -> None:
     try:
         _redis().zrem(_key(submission_id), subscriber_id)

@@ -5,7 +5,7 @@ port of the same host (cookies ignore ports) or another site. So a socket that i
 come from the site's own origin: the Origin header must equal the scheme and Host the socket was opened with,
 or be listed in CSRF_TRUSTED_ORIGINS, and the Host must be an allowed one. A token is never sent by the browser
 on its own, so token sockets (native apps, which may send no Origin at all) are not held to an origin.
-Refusals are a 403 at the handshake: daphne cannot answer a websocket with any other status.
+Refusals are a 403 at the handshake (a close before accept), the one refusal every ASGI server can give.
 """
 
 from urllib.parse import parse_qs

@@ -200,7 +200,9 @@ class Stack:
         }
         self.processes: list[ServiceProcess] = []
 
-    def start_worker(self, name: str = "worker") -> ServiceProcess:
+    def start_worker(self, name: str = "worker", *, queue: str | None = None) -> ServiceProcess:
+        """A Celery worker; `queue` (its heartbeat's too) instead of the stack's, as on another machine."""
+        env = self.env if queue is None else {**self.env, "CELERY_QUEUE": queue}
         worker = ServiceProcess(
             name,
             [
@@ -216,10 +218,11 @@ class Stack:
                 f"{name}-{free_port()}@%h",
                 "--without-mingle",
                 "--without-gossip",
+                *(["-Q", queue] if queue else []),
                 "-l",
                 "info",
             ],
-            env=self.env,
+            env=env,
         )
         self.processes.append(worker)
         wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {name} (log: {worker.log_path})")
@@ -251,14 +254,31 @@ class Stack:
             process.stop()
 
 
-def start_web(stack: "Stack", application: str = "impo.asgi:application") -> tuple[ServiceProcess, str]:
-    """daphne serving an ASGI app (Impo's HTTP + websockets by default) with the stack's environment."""
+WEB_PROCESSES = 2
+
+
+def start_web(
+    stack: "Stack",
+    application: str = "impo.asgi:application",
+    *,
+    processes: int = WEB_PROCESSES,
+    name: str = "web",
+    env: dict | None = None,
+) -> tuple[ServiceProcess, str]:
+    """The server `make run` uses (gunicorn with uvicorn worker processes on one port) serving an ASGI app (Impo's
+    HTTP + websockets by default) with the stack's environment (and `env`); returns once every process serves."""
     port = free_port()
     web = ServiceProcess(
-        "daphne",
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), application],
-        env=stack.env,
+        name,
+        [str(VENV_BIN / "gunicorn"), "-c", "python:impo.web_server", application],
+        env={**stack.env, **(env or {}), "IMPO_WEB_PORT": str(port), "IMPO_WEB_PROCESSES": str(processes)},
     )
     stack.processes.append(web)
-    wait_until(lambda: port_open(port), timeout=30, what=f"daphne (log: {web.log_path})")
+
+    def serving() -> bool:
+        if not web.alive:
+            raise RuntimeError(f"{name} exited:\n{web.log_text()[-3000:]}")
+        return web.log_text().count("Started server process") >= processes
+
+    wait_until(serving, timeout=60, what=f"{name} (log: {web.log_path})")
     return web, f"http://127.0.0.1:{port}"

@@ -1,6 +1,6 @@
 """The chaos scenario runner: real processes, concurrent clients, injected faults, bounded and seeded.
 
-Every conversation is driven by one thread over REST (daphne) while a websocket watcher records
+Every conversation is driven by one thread over REST (the web server) while a websocket watcher records
 what the client saw. A fault thread meanwhile kills workers, arms the Rebyte double's fault knobs,
 redelivers Celery wake-ups and cuts client sockets. What happened is kept in plain records so the
 invariant checker can compare it with the database and the double afterwards.

@@ -1,4 +1,4 @@
-"""A small blocking websocket client (RFC 6455, text frames) for talking to daphne over loopback.
+"""A small blocking websocket client (RFC 6455, text frames) for talking to the web server over loopback.
 
 The chaos runner needs many concurrent sockets it can cut abruptly (no close handshake), which is
 simplest with a plain socket per connection and a reader thread; nothing here is clever.

@@ -1,4 +1,4 @@
-"""Fuzz the REST API from its own OpenAPI schema with schemathesis, against daphne on the test database.
+"""Fuzz the REST API from its own OpenAPI schema with schemathesis, against the web server on the test database.
 
 Schema-valid and schema-violating requests go to every operation: none may answer 5xx, a violating one must be
 refused (4xx), a valid one accepted, and every answer must be one the schema documents. Real ids of the user's

@@ -1,4 +1,4 @@
-"""`GET /api/v1/submissions/{id}/stream` served by daphne, read raw and by the AI SDK's own parser."""
+"""`GET /api/v1/submissions/{id}/stream` served by the web server, read raw and by the AI SDK's own parser."""
 
 import json
 import shutil

@@ -46,7 +46,7 @@ def page_on_another_port():
 def signed_in_page(stack, user, api):
     from playwright.sync_api import sync_playwright
 
-    user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what daphne's settings verify
+    user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what the web server's settings verify
     user.save()
     api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "secret plans"}, format="json")
     conversation_id = api.get("/api/v1/conversation").json()["conversationId"]

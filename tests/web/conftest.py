@@ -1,4 +1,4 @@
-"""The web chat in headless Chromium against daphne, a real worker and the Rebyte double."""
+"""The web chat in headless Chromium against the web server, a real worker and the Rebyte double."""
 
 import shutil
 from dataclasses import dataclass
@@ -42,7 +42,7 @@ def _verifiable_password(*users):
     # Playwright's sync API runs an event loop in this thread, where Django refuses ORM calls:
     # everything the test needs from the database (the users) is created before it starts.
     for user in users:
-        user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what daphne's settings verify
+        user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what the web server's settings verify
         user.save()
 
 

@@ -1,0 +1,43 @@
+"""The web server: gunicorn supervising uvicorn worker processes that share one port (HTTP, SSE and websockets).
+
+`gunicorn -c python:impo.web_server impo.asgi:application` is what `make run`, the Procfile and the tests start.
+One process has one event loop and one thread for database calls; several processes on one listening socket
+let the kernel spread connections over the cores. Nothing a request or a socket needs lives only in its
+process (limits, subscribers and the live push are in Redis, everything else in PostgreSQL), so any process
+may serve any client. Settings come from the environment (README "Configuration").
+"""
+
+import os
+
+from uvicorn.workers import UvicornWorker
+
+# Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
+# default, a client could pose as any address to the login throttle.
+_forwarded_allow_ips = os.environ.get("IMPO_WEB_FORWARDED_ALLOW_IPS", "")
+
+
+class ImpoUvicornWorker(UvicornWorker):
+    CONFIG_KWARGS = {
+        "loop": "uvloop",
+        "http": "httptools",
+        "ws": "websockets-sansio",
+        # Neither Django nor Channels has startup or shutdown work for the lifespan protocol.
+        "lifespan": "off",
+        "proxy_headers": bool(_forwarded_allow_ips),
+        # On SIGTERM sockets are closed (1012, clients reconnect elsewhere) and requests get this long to end;
+        # SSE streams then end with a broken transport, which their clients reconcile.
+        "timeout_graceful_shutdown": int(os.environ.get("IMPO_WEB_GRACEFUL_SECONDS", "10")),
+    }
+
+
+bind = f"{os.environ.get('IMPO_WEB_HOST', '127.0.0.1')}:{os.environ.get('IMPO_WEB_PORT', '8000')}"
+workers = int(os.environ.get("IMPO_WEB_PROCESSES", "2"))
+worker_class = "impo.web_server.ImpoUvicornWorker"
+forwarded_allow_ips = _forwarded_allow_ips or "127.0.0.1"
+# The master kills a worker after this long without a sign of life (uvicorn reports from its loop).
+timeout = 30
+graceful_timeout = ImpoUvicornWorker.CONFIG_KWARGS["timeout_graceful_shutdown"] + 5
+# gunicorn's runtime control socket sits at one path per user: two servers on a machine would fight over it.
+control_socket_disable = True
+# Thousands of sockets connect at once after a network blip; the kernel queues them meanwhile.
+backlog = 4096

@@ -93,9 +93,11 @@ def main() -> None:
         _, web_url = start_web(stack)
 
         def measure_everything(users: list[tuple[int, str]]) -> None:
-            tokens = [token for _, token in users]
             owner_ids = [user_id for user_id, _ in users]
-            record(admission.measure(web_url, tokens, database, count=sizes.admissions, seconds=sizes.pgbench_seconds))
+            for figure in admission.measure(
+                stack, users, database, count=sizes.admissions, seconds=sizes.pgbench_seconds
+            ):
+                record(figure)
             harness.retire_unfinished_runs()
             for figure in execution.measure(stack, owner_ids, runs=sizes.runs, claims=sizes.claims):
                 record(figure)

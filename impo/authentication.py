@@ -50,7 +50,7 @@ def bearer_key(authorization: str) -> str | None:
     return key.strip()
 
 
-def _cache_key(key: str) -> str:
+def token_cache_key(key: str) -> str:
     digest = hashlib.sha256(key.encode()).hexdigest()
     return f"impo:tokens:{settings.DATABASES['default']['NAME']}:{digest}"
 
@@ -59,7 +59,7 @@ def user_for_token(key: str):
     """The active user a DRF token belongs to, or None."""
     if not key:
         return None
-    cache_key = _cache_key(key)
+    cache_key = token_cache_key(key)
     client = limits.redis_client()
     try:
         cached = client.get(cache_key)
@@ -90,7 +90,7 @@ def forget_tokens(keys: list[str]) -> None:
     """
     if not keys:
         return
-    cache_keys = [_cache_key(key) for key in keys]
+    cache_keys = [token_cache_key(key) for key in keys]
 
     def tombstone() -> None:
         with limits.redis_client().pipeline() as pipe:

@@ -10,7 +10,7 @@ import json
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -96,7 +96,7 @@ def submit_main_chat_message(*, owner, command: MessageCommand, active_run_cap: 
     fingerprint = command.fingerprint("main_chat")
 
     def admit() -> Receipt:
-        return _admit(owner, _MainChat(owner), command, fingerprint, active_run_cap)
+        return _admit(owner, MainChatTarget(owner), command, fingerprint, active_run_cap)
 
     return _admit_once(owner, command.client_message_id, fingerprint, admit)
 
@@ -231,7 +231,9 @@ def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receip
 
 
 @dataclass(frozen=True)
-class _MainChat:
+class MainChatTarget:
+    """The owner's Main Chat, found by the admission statement itself (nothing is admitted while it is missing)."""
+
     owner: object
     task_id = None
 
@@ -286,7 +288,7 @@ def _admit(owner, target, command: MessageCommand, fingerprint: str, active_run_
     if receipt is not None:
         return receipt
     if outcome.conversation_id is None:
-        if not isinstance(target, _MainChat):
+        if not isinstance(target, MainChatTarget):
             raise NotFound("No such task.")
         # The owner's first message: the Main Chat is created in this same transaction.
         target = _Conversation(ensure_main_conversation(owner).id, None)
@@ -349,15 +351,52 @@ def _admit_by_policy(
     return receipt
 
 
+@dataclass(frozen=True)
+class AdmissionStatement:
+    """The admission statement and the rows it inserts (unsaved instances, ids assigned here)."""
+
+    sql: str
+    params: dict
+    user_message: Message
+    submission: Submission
+    run: Run
+    event: Event
+
+
 def _admission_statement(
     owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
 ) -> tuple[Receipt | None, _Outcome]:
+    statement = admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=policy_decided)
+    with connection.cursor() as cursor:
+        cursor.execute(statement.sql, statement.params)
+        outcome = _Outcome(*cursor.fetchone())
+    if outcome.event_seq is None:
+        return None, outcome
+    event = statement.event
+    event.conversation_id = outcome.conversation_id
+    event.seq, event.payload, event.created_at = outcome.event_seq, outcome.event_payload, outcome.event_created_at
+    # The wake-up goes first so a worker starts as early as possible; the live push is only a hint.
+    outbound.wake_run(statement.run.id)
+    outbound.publish_events(outcome.conversation_id, [event_to_wire(event)])
+    receipt = Receipt(
+        submission_id=statement.submission.id,
+        user_message_id=statement.user_message.id,
+        conversation_id=outcome.conversation_id,
+        task_id=target.task_id,
+    )
+    return receipt, outcome
+
+
+def admission_statement(
+    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+) -> AdmissionStatement:
     """One statement that checks the owner's limits, allocates the conversation's sequences under its row lock,
     and inserts both messages, the submission, the queued run and its `submission.accepted` event.
 
     It admits nothing (and locks nothing) when a limit refuses, the conversation does not exist, or the policy
     for this message is not `queue` and was not already decided under locks (`policy_decided`). A replayed
-    clientMessageId violates the submission's unique constraint and fails the statement whole.
+    clientMessageId violates the submission's unique constraint and fails the statement whole. `bench/admission.py`
+    runs this very statement under pgbench.
     """
     now = timezone.now()
     user_message = Message(
@@ -392,16 +431,21 @@ def _admission_statement(
     on_conversation = {"conversation_id": "conversation.id"}
     inserts = [
         _insert_from_conversation(
-            "user_message", user_message, {**on_conversation, "sequence": "conversation.message_sequence - 1"}, params
+            "user_message",
+            user_message,
+            {**on_conversation, "sequence": "conversation.message_sequence - 1"},
+            params,
+            now=now,
         ),
         _insert_from_conversation(
             "assistant_message",
             assistant_message,
             {**on_conversation, "sequence": "conversation.message_sequence"},
             params,
+            now=now,
         ),
-        _insert_from_conversation("submission", submission, on_conversation, params),
-        _insert_from_conversation("run", run, {}, params),
+        _insert_from_conversation("submission", submission, on_conversation, params, now=now),
+        _insert_from_conversation("run", run, {}, params, now=now),
         _insert_from_conversation(
             "event",
             event,
@@ -417,6 +461,7 @@ def _admission_statement(
                 " 'status', %(payload_status)s::text)",
             },
             params,
+            now=now,
             returning="seq, payload, created_at",
         ),
     ]
@@ -451,30 +496,19 @@ def _admission_statement(
         SELECT gate.active_runs, gate.device_ok, target.id, target.policy, event.seq, event.payload, event.created_at
           FROM gate LEFT JOIN target ON true LEFT JOIN event ON true
     """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        outcome = _Outcome(*cursor.fetchone())
-    if outcome.event_seq is None:
-        return None, outcome
-    event.conversation_id = outcome.conversation_id
-    event.seq, event.payload, event.created_at = outcome.event_seq, outcome.event_payload, outcome.event_created_at
-    # The wake-up goes first so a worker starts as early as possible; the live push is only a hint.
-    outbound.wake_run(run.id)
-    outbound.publish_events(outcome.conversation_id, [event_to_wire(event)])
-    receipt = Receipt(
-        submission_id=submission.id,
-        user_message_id=user_message.id,
-        conversation_id=outcome.conversation_id,
-        task_id=target.task_id,
-    )
-    return receipt, outcome
+    return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
 
 
-def _insert_from_conversation(name: str, instance, computed: dict[str, str], params: dict, returning: str = "1") -> str:
+def _insert_from_conversation(
+    name: str, instance, computed: dict[str, str], params: dict, *, now: datetime, returning: str = "1"
+) -> str:
     """`name AS (INSERT … SELECT … FROM conversation)` for an unsaved model instance.
 
-    Every column comes from the instance as the ORM would save it (defaults, auto timestamps, JSON), except
-    `computed` ones, which are SQL over the `conversation` CTE (whose row exists only when admission goes on).
+    Every column comes from the instance as the ORM would save it (defaults, JSON; auto timestamps are `now`, one
+    clock reading for the whole admission), except `computed` ones, which are SQL over the `conversation` CTE
+    (whose row exists only when admission goes on).
+    Equal values share one parameter: the statement then has few enough, and short enough text, for psycopg to
+    reuse its parsed form from one admission to the next instead of parsing it again.
     """
     columns, values = [], []
     for model_field in instance._meta.concrete_fields:
@@ -484,13 +518,27 @@ def _insert_from_conversation(name: str, instance, computed: dict[str, str], par
         if model_field.column in computed:
             values.append(computed[model_field.column])
             continue
-        key = f"{name}_{model_field.column}"
-        params[key] = model_field.get_db_prep_save(model_field.pre_save(instance, True), connection)
-        values.append(f"%({key})s")
+        if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
+            setattr(instance, model_field.attname, now)
+        value = model_field.get_db_prep_save(getattr(instance, model_field.attname), connection)
+        values.append(f"%({_shared_parameter(params, value)})s")
     return (
-        f"{name} AS (INSERT INTO {instance._meta.db_table} ({', '.join(columns)})"
-        f" SELECT {', '.join(values)} FROM conversation RETURNING {returning})"
+        f"{name} AS (INSERT INTO {instance._meta.db_table} ({','.join(columns)})"
+        f" SELECT {','.join(values)} FROM conversation RETURNING {returning})"
     )
+
+
+_SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
+
+
+def _shared_parameter(params: dict, value) -> str:
+    if isinstance(value, _SHAREABLE):
+        for key, existing in params.items():
+            if key.startswith("v") and type(existing) is type(value) and existing == value:
+                return key
+    key = f"v{sum(1 for key in params if key.startswith('v'))}"
+    params[key] = value
+    return key
 
 
 def _cancel_locked_run(run: Run, *, now) -> None:

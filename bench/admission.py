@@ -146,7 +146,7 @@ _OWNER_SENTINEL = 2_000_000_001
 _CLIENT_ID_SENTINEL = "bench-client-message-id"
 
 
-def admission_script(owner_ids: list[int]) -> str:
+def admission_script(owner_ids: list[int], active_run_cap: int) -> str:
     """A pgbench script of the admission statement exactly as the service builds it, in one transaction.
 
     The statement is rendered with sentinel values, which then become pgbench variables: a random owner among the
@@ -155,7 +155,7 @@ def admission_script(owner_ids: list[int]) -> str:
     from django.db import connection
     from psycopg import ClientCursor
 
-    from runtime import limits, services
+    from runtime import services
 
     if owner_ids != list(range(owner_ids[0], owner_ids[0] + len(owner_ids))):
         raise ValueError("the benchmark's users must have consecutive ids")
@@ -166,7 +166,7 @@ def admission_script(owner_ids: list[int]) -> str:
         services.MainChatTarget(owner),
         command,
         command.fingerprint("main_chat"),
-        limits.active_run_cap(),
+        active_run_cap,
         policy_decided=False,
     )
     connection.ensure_connection()
@@ -182,12 +182,12 @@ def admission_script(owner_ids: list[int]) -> str:
     return header + "BEGIN;\n" + " ".join(sql.split()) + ";\nCOMMIT;\n"
 
 
-def pgbench_admission_tps(database: str, owner_ids: list[int], seconds: int) -> tuple[float, int]:
+def pgbench_admission_tps(database: str, owner_ids: list[int], active_run_cap: int, seconds: int) -> tuple[float, int]:
     """Transactions per second, and how many submissions the run really admitted (a check on the script)."""
     from django.db import connection
 
     with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
-        script.write(admission_script(owner_ids))
+        script.write(admission_script(owner_ids, active_run_cap))
         script.flush()
         result = subprocess.run(
             ["pgbench", "-h", PGHOST, "-U", PGUSER, "-n", "-c", str(CLIENT_CONCURRENCY), "-j", "2"]
@@ -200,6 +200,8 @@ def pgbench_admission_tps(database: str, owner_ids: list[int], seconds: int) -> 
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runtime_submission WHERE client_message_id LIKE 'pgbench-%%'")
         (admitted,) = cursor.fetchone()
+    if not admitted:
+        raise RuntimeError("pgbench admitted nothing: its statement was refused (active-run cap?)")
     return float(re.search(r"tps = ([0-9.]+)", result.stdout).group(1)), admitted
 
 
@@ -236,7 +238,8 @@ def measure(stack, users: list[tuple[int, str]], database: str, *, count: int, s
     bare, bare_port = start_server(stack, "bench.admission_asgi:application")
     bare_view = run_load(bare, bare_port, bare_view_request(owner_ids), count)
     bare.stop()
-    ceiling, admitted = pgbench_admission_tps(database, owner_ids, seconds)
+    # The servers' cap (the stack's), so that pgbench's statement is the one they ran.
+    ceiling, admitted = pgbench_admission_tps(database, owner_ids, int(stack.env["IMPO_LIMIT_ACTIVE_RUNS"]), seconds)
 
     baseline_name = f"pgbench of the admission statement, {CLIENT_CONCURRENCY} clients ({admitted} admitted)"
     servers = f"gunicorn + {WEB_PROCESSES} uvicorn workers"

@@ -374,7 +374,9 @@ def _admission_statement(
         return None, outcome
     event = statement.event
     event.conversation_id = outcome.conversation_id
-    event.seq, event.payload, event.created_at = outcome.event_seq, outcome.event_payload, outcome.event_created_at
+    event.seq, event.created_at = outcome.event_seq, outcome.event_created_at
+    # Read back as the ORM reads a JSON column (the driver hands jsonb over as text).
+    event.payload = Event._meta.get_field("payload").from_db_value(outcome.event_payload, None, connection)
     # The wake-up goes first so a worker starts as early as possible; the live push is only a hint.
     outbound.wake_run(statement.run.id)
     outbound.publish_events(outcome.conversation_id, [event_to_wire(event)])

@@ -105,7 +105,6 @@ def main() -> None:
 
     try:
         hosts = stream.start_hosts(stack, HOSTS, web_processes=WEB_PROCESSES_PER_HOST)
-        web_url = hosts[0].web_url
         print(f"## baselines ({len(hosts)} hosts: web process + Celery worker each, one queue each)", flush=True)
         group_send_baseline, celery_baseline = stream.baselines(stack, sizes.baseline_samples)
         record(group_send_baseline)
@@ -132,9 +131,11 @@ def main() -> None:
         def measure_everything(users: list[tuple[int, str]]) -> None:
             if args.realtime:
                 return
-            tokens = [token for _, token in users]
             owner_ids = [user_id for user_id, _ in users]
-            record(admission.measure(web_url, tokens, database, count=sizes.admissions, seconds=sizes.pgbench_seconds))
+            for figure in admission.measure(
+                stack, users, database, count=sizes.admissions, seconds=sizes.pgbench_seconds
+            ):
+                record(figure)
             harness.retire_unfinished_runs()
             for figure in execution.measure(stack, owner_ids, runs=sizes.runs, claims=sizes.claims):
                 record(figure)

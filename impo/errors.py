@@ -32,9 +32,12 @@ class ApplicationError(Exception):
         status: int | None = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
+        details: dict | None = None,
     ):
         super().__init__(message)
         self.message = message
+        # Fields the client can act on, beside code and message in the error object (e.g. activeSubmissionId).
+        self.details = details or {}
         if retry_after is not None:
             self.retry_after = max(1, math.ceil(retry_after))
         if code is not None:
@@ -111,7 +114,9 @@ _DRF_CODES = {
 
 
 def _application_error(response_class, request, exc: ApplicationError):
-    response = response_class(error_body(request, exc.code, exc.message, exc.retryable), status=exc.status)
+    body = error_body(request, exc.code, exc.message, exc.retryable)
+    body["error"].update(exc.details)
+    response = response_class(body, status=exc.status)
     if exc.retry_after is not None:
         response["Retry-After"] = str(exc.retry_after)
     return response

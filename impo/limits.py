@@ -72,6 +72,11 @@ def _client() -> redis.Redis:
     return _redis(settings.REDIS_URL)
 
 
+def redis_client() -> redis.Redis:
+    """This process's short-timeout client of the shared Redis, for other small per-request lookups (token cache)."""
+    return _client()
+
+
 def _key(limit: str, identity) -> str:
     # User ids are unique only within one database: deployments (and test sessions) sharing a Redis must not
     # share counters.
@@ -85,9 +90,11 @@ def _call(script: str, key: str, *args):
         raise LimitsUnavailable(str(exc)) from exc
 
 
-def hit(limit: str, identity, *, allowed: int, window_seconds: float) -> float | None:
-    """Counts one hit; None when within `allowed` hits per window, else the seconds until one more fits."""
-    wait_ms = _call(_HIT, _key(limit, identity), int(window_seconds * 1000), allowed, uuid.uuid4().hex)
+def hit(limit: str, identity, *, allowed: int, window_seconds: float, member: str | None = None) -> float | None:
+    """Counts one hit; None when within `allowed` hits per window, else the seconds until one more fits.
+
+    `member` names the hit, so that `release` can take it back."""
+    wait_ms = _call(_HIT, _key(limit, identity), int(window_seconds * 1000), allowed, member or uuid.uuid4().hex)
     return None if wait_ms < 0 else max(wait_ms, 1) / 1000
 
 

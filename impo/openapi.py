@@ -20,7 +20,9 @@ _ERROR_DESCRIPTIONS = {
     " that is not a UUID, or an unknown, repeated or ill-formed query parameter.",
     401: "unauthorized: no valid session or token.",
     404: "not_found: no such object for this user (another user's object looks the same).",
-    409: "A conflict: the same idempotency key with a different body, or a stale revision or state.",
+    409: "A conflict: the same idempotency key with a different body, or a stale revision or state; for a message,"
+    " also run_in_progress (retryable) when its conversation's policy is `reject` and a reply is unfinished, with"
+    " that reply's `activeSubmissionId` in the error.",
     410: "The object expired or was cancelled.",
     413: "request_too_large: the JSON body is over 64 KiB.",
     415: "unsupported_media_type: the body is not application/json.",
@@ -33,6 +35,9 @@ class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     retryable = serializers.BooleanField()
+    activeSubmissionId = serializers.UUIDField(
+        required=False, help_text="run_in_progress only: the unfinished submission the message would have raced."
+    )
 
 
 class ErrorBodySerializer(serializers.Serializer):

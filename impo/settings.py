@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "channels",
+    "impo.apps.ImpoConfig",
     "runtime",
     "rebyte",
     "tools",

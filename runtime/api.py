@@ -12,6 +12,8 @@ from runtime import limits, selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
     ConversationPageSerializer,
+    ConversationSettingsOutSerializer,
+    ConversationSettingsSerializer,
     MessageCommandSerializer,
     MessageReceiptSerializer,
     SubmissionSerializer,
@@ -25,8 +27,21 @@ from runtime.serializers import (
 ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
 
 
+def _admitted(request, command: services.MessageCommand, submit) -> services.Receipt:
+    """Counts the command against the user's rate, admits it with `submit(active_run_cap=…)`; a replay is refunded."""
+    hit = limits.check_admission(request.user, command.client_message_id)
+    receipt = submit(active_run_cap=limits.active_run_cap())
+    if receipt.replayed and hit is not None:
+        hit.refund()
+    return receipt
+
+
 def _message_receipt(receipt: services.Receipt) -> dict:
     return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
+
+
+def _settings_of(conversation_id, policy: str) -> dict:
+    return {"conversationId": str(conversation_id), "messagePolicy": policy}
 
 
 def _page_of(conversation, query: dict) -> dict:
@@ -40,8 +55,13 @@ class MainChatMessagesView(IcaAPIView):
     )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command()
-        limits.check_admission(request.user, command.client_message_id)
-        receipt = services.submit_main_chat_message(owner=request.user, command=command)
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: services.submit_main_chat_message(
+                owner=request.user, command=command, active_run_cap=active_run_cap
+            ),
+        )
         return Response(_message_receipt(receipt), status=202)
 
 
@@ -55,6 +75,16 @@ class MainChatConversationView(IcaAPIView):
         conversation = services.ensure_main_conversation(request.user)
         return Response(_page_of(conversation, self.query))
 
+    @extend_schema(
+        request=ConversationSettingsSerializer,
+        responses=responses({200: ConversationSettingsOutSerializer}, *WRITE_ERRORS),
+    )
+    def patch(self, request):
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data["messagePolicy"]
+        conversation = services.ensure_main_conversation(request.user)
+        services.set_message_policy(conversation_id=conversation.id, policy=policy)
+        return Response(_settings_of(conversation.id, policy))
+
 
 class TasksView(IcaAPIView):
     @extend_schema(responses=responses({200: TaskListSerializer}))
@@ -67,9 +97,15 @@ class TasksView(IcaAPIView):
     def post(self, request):
         serializer = validated(TaskCreateSerializer, request.data)
         command = serializer.to_command()
-        limits.check_admission(request.user, command.client_message_id)
-        receipt = services.create_task(
-            owner=request.user, command=command, title=serializer.validated_data.get("title")
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: services.create_task(
+                owner=request.user,
+                command=command,
+                title=serializer.validated_data.get("title"),
+                active_run_cap=active_run_cap,
+            ),
         )
         return Response(
             {
@@ -88,8 +124,13 @@ class TaskMessagesView(IcaAPIView):
     )
     def post(self, request, task_id: uuid.UUID):
         command = validated(MessageCommandSerializer, request.data).to_command()
-        limits.check_admission(request.user, command.client_message_id)
-        receipt = services.submit_task_message(owner=request.user, task_id=task_id, command=command)
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: services.submit_task_message(
+                owner=request.user, task_id=task_id, command=command, active_run_cap=active_run_cap
+            ),
+        )
         return Response(_message_receipt(receipt), status=202)
 
 
@@ -103,6 +144,16 @@ class TaskConversationView(IcaAPIView):
     def get(self, request, task_id: uuid.UUID):
         task = selectors.task_for_owner(request.user, task_id)
         return Response({"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, self.query)})
+
+    @extend_schema(
+        request=ConversationSettingsSerializer,
+        responses=responses({200: ConversationSettingsOutSerializer}, 404, *WRITE_ERRORS),
+    )
+    def patch(self, request, task_id: uuid.UUID):
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data["messagePolicy"]
+        task = selectors.task_for_owner(request.user, task_id)
+        services.set_message_policy(conversation_id=task.conversation_id, policy=policy)
+        return Response(_settings_of(task.conversation_id, policy))
 
 
 class SubmissionView(IcaAPIView):

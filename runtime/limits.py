@@ -7,45 +7,72 @@ PostgreSQL and keeps bounding the provider turns a user can start.
 
 import logging
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 
 from impo import limits
 from impo.errors import RateLimited
-from runtime.models import Run, RunState, Submission
+from runtime.models import Submission
 
 logger = logging.getLogger(__name__)
 
 ADMISSION_WINDOW_SECONDS = 60.0
-# Runs that hold or wait for a worker and a provider turn; pending_reconciliation waits on staff, not the user.
-COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE)
+ADMISSION_LIMIT = "admissions"
 ACTIVE_RUNS_RETRY_AFTER_SECONDS = 10
 # A stream or socket refreshes its slot well within this; one whose process died frees it after this long.
 SLOT_TTL_SECONDS = 60.0
 SLOT_RETRY_AFTER_SECONDS = 5
 
 
-def check_admission(owner, client_message_id: str) -> None:
-    """Raises RateLimited when `owner` may not start another run now. A replayed command starts nothing (the
-    service answers it with the original receipt or a conflict), so it is not counted."""
-    if Submission.objects.filter(owner=owner, client_message_id=client_message_id).exists():
-        return
+@dataclass(frozen=True)
+class AdmissionHit:
+    """One admission counted against its owner's rate; refunded when the command turns out to be a replay."""
+
+    owner_id: int
+    hit_id: str
+
+    def refund(self) -> None:
+        limits.release(ADMISSION_LIMIT, self.owner_id, self.hit_id)
+
+
+def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
+    """Counts one admission against `owner`'s rate; raises RateLimited past it.
+
+    A replayed command starts nothing, so it is never refused here: past the rate, a client id already admitted
+    goes on to get its receipt, and a replay found by the admission itself is refunded (`AdmissionHit.refund`).
+    The cap on active runs is checked by the admission statement (`active_run_cap`).
+    """
     allowed = settings.IMPO_LIMIT_ADMISSIONS_PER_MINUTE
+    hit_id = uuid.uuid4().hex
     try:
-        wait = limits.hit("admissions", owner.pk, allowed=allowed, window_seconds=ADMISSION_WINDOW_SECONDS)
+        wait = limits.hit(
+            ADMISSION_LIMIT, owner.pk, allowed=allowed, window_seconds=ADMISSION_WINDOW_SECONDS, member=hit_id
+        )
     except limits.LimitsUnavailable as exc:
         logger.warning("admission rate not checked, failing open: %s", exc)
-        wait = None
-    if wait is not None:
-        raise RateLimited(f"More than {allowed} messages a minute.", retry_after=wait)
-    # Counted before the admission transaction, so commands arriving together may overshoot by the number in
-    # flight (which the rate above bounds): the cap limits spend, it is not an invariant of the data.
-    active = Run.objects.filter(submission__owner=owner, state__in=COUNTED_RUN_STATES).count()
-    if active >= settings.IMPO_LIMIT_ACTIVE_RUNS:
-        raise RateLimited(
-            f"{active} runs are already queued or running; send more when one has finished.",
-            retry_after=ACTIVE_RUNS_RETRY_AFTER_SECONDS,
-        )
+        return None
+    if wait is None:
+        return AdmissionHit(owner.pk, hit_id)
+    if Submission.objects.filter(owner=owner, client_message_id=client_message_id).exists():
+        return None
+    raise RateLimited(f"More than {allowed} messages a minute.", retry_after=wait)
+
+
+def active_run_cap() -> int:
+    """How many queued or running runs a user may have before admission refuses more (429).
+
+    Counted inside the admission statement, so commands arriving together may overshoot by the number in flight
+    on other conversations (which the rate bounds): the cap limits spend, it is not an invariant of the data.
+    """
+    return settings.IMPO_LIMIT_ACTIVE_RUNS
+
+
+def active_runs_refusal(active: int) -> RateLimited:
+    return RateLimited(
+        f"{active} runs are already queued or running; send more when one has finished.",
+        retry_after=ACTIVE_RUNS_RETRY_AFTER_SECONDS,
+    )
 
 
 class Slot:

@@ -10,6 +10,14 @@ class ConversationKind(models.TextChoices):
     TASK = "task"
 
 
+class MessagePolicy(models.TextChoices):
+    """What a new message does while a run of its conversation is unfinished (README "Messages during a reply")."""
+
+    QUEUE = "queue"  # runs after the unfinished runs, in message order
+    INTERRUPT = "interrupt"  # cancels the unfinished runs through the normal cancel path, then runs
+    REJECT = "reject"  # refused with 409 run_in_progress; nothing is admitted
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -19,6 +27,7 @@ class Conversation(models.Model):
     # so a rolled-back insert never leaves a hole in either sequence.
     last_event_seq = models.PositiveBigIntegerField(default=0)
     last_message_sequence = models.PositiveIntegerField(default=0)
+    message_policy = models.CharField(max_length=16, choices=MessagePolicy.choices, default=MessagePolicy.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -28,6 +37,9 @@ class Conversation(models.Model):
                 fields=["owner"], condition=Q(kind="main_chat"), name="runtime_one_main_chat_per_owner"
             ),
             models.CheckConstraint(condition=Q(kind__in=ConversationKind.values), name="runtime_conversation_kind"),
+            models.CheckConstraint(
+                condition=Q(message_policy__in=MessagePolicy.values), name="runtime_conversation_message_policy"
+            ),
         ]
 
     def __str__(self):
@@ -124,6 +136,9 @@ class RunState(models.TextChoices):
 
 TERMINAL_RUN_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
 ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
+# Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
+# pending_reconciliation waits on staff, not the user.
+COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE)
 # States in which a worker holds the run under a lease.
 LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)
 
@@ -152,6 +167,9 @@ class Run(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     submission = models.OneToOneField(Submission, on_delete=models.CASCADE, related_name="run")
+    # The submission's owner, kept here so the per-user active-run cap is counted from a small partial index
+    # (the owner's counted runs only) inside the admission statement, not by joining every past submission.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
     state = models.CharField(max_length=32, choices=RunState.choices, default=RunState.QUEUED)
     # Bumped on every client-visible change, so clients can tell a stale read from a fresh one.
     version = models.PositiveIntegerField(default=1)
@@ -187,7 +205,10 @@ class Run(models.Model):
                 name="runtime_running_run_has_lease",
             ),
         ]
-        indexes = [models.Index(fields=["state", "lease_expires_at"], name="runtime_run_claimable")]
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="runtime_run_claimable"),
+            models.Index(fields=["owner"], condition=Q(state__in=COUNTED_RUN_STATES), name="runtime_run_owner_counted"),
+        ]
 
     def __str__(self):
         return f"run {self.id} ({self.state})"

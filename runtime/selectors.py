@@ -122,6 +122,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         "hasMore": has_more,
         "nextAfterSequence": messages[-1].sequence if messages else after_sequence,
         "lastEventSeq": last_event_seq,
+        "messagePolicy": conversation.message_policy,
     }
 
 

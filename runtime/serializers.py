@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.time_zones import iana_time_zone_names
-from runtime.models import MessageRole, MessageStatus, RunState
+from runtime.models import MessagePolicy, MessageRole, MessageStatus, RunState
 from runtime.selectors import TASK_STATUSES
 from runtime.services import TASK_TITLE_MAX, MessageCommand
 
@@ -50,6 +50,15 @@ class MessageCommandSerializer(StrictSerializer):
     text = CleanTextField(max_length=MESSAGE_TEXT_MAX)
     deviceId = StrictUUIDField(required=False, allow_null=True)
     clientContext = ClientContextSerializer(required=False, allow_null=True)
+    messagePolicy = serializers.ChoiceField(
+        choices=MessagePolicy.choices,
+        required=False,
+        allow_null=True,
+        help_text="What this message does while a reply of its conversation is unfinished, instead of the"
+        " conversation's `messagePolicy`: `queue` runs it afterwards, `interrupt` cancels the unfinished runs and"
+        " runs it, `reject` refuses it with 409 `run_in_progress`. Not part of the command's identity: a replay"
+        " gets its original receipt whatever it names.",
+    )
 
     def to_command(self) -> MessageCommand:
         # Whose device `deviceId` names is checked by admission itself (another user's is not found).
@@ -59,6 +68,7 @@ class MessageCommandSerializer(StrictSerializer):
             text=data["text"],
             device_id=data.get("deviceId"),
             client_context=dict(data.get("clientContext") or {}),
+            message_policy=data.get("messagePolicy"),
         )
 
 
@@ -69,6 +79,21 @@ class TaskCreateSerializer(MessageCommandSerializer):
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
     # Tasks never run device tools, so a new task names no device (DESIGN §2): the field is unknown here.
     deviceId = None
+    messagePolicy = serializers.ChoiceField(
+        choices=MessagePolicy.choices,
+        required=False,
+        allow_null=True,
+        help_text="The new task conversation's `messagePolicy` (default `queue`).",
+    )
+
+
+class ConversationSettingsSerializer(StrictSerializer):
+    messagePolicy = serializers.ChoiceField(
+        choices=MessagePolicy.choices,
+        help_text="What a message sent while a reply is unfinished does: `queue` (default) runs it afterwards,"
+        " `interrupt` cancels the unfinished runs and runs it, `reject` refuses it with 409 `run_in_progress`"
+        " (the error carries `activeSubmissionId`). A message's own `messagePolicy` overrides it.",
+    )
 
 
 class ConversationPageQuerySerializer(StrictSerializer):
@@ -89,6 +114,11 @@ class TaskReceiptSerializer(MessageReceiptSerializer):
 
 
 # --- outputs: the shapes the views answer with, so the OpenAPI schema states them ---------------------------
+
+
+class ConversationSettingsOutSerializer(serializers.Serializer):
+    conversationId = serializers.UUIDField()
+    messagePolicy = serializers.ChoiceField(choices=MessagePolicy.choices)
 
 
 class ErrorOutSerializer(serializers.Serializer):
@@ -144,6 +174,7 @@ class ConversationPageSerializer(serializers.Serializer):
     hasMore = serializers.BooleanField()
     nextAfterSequence = serializers.IntegerField(min_value=0)
     lastEventSeq = serializers.IntegerField(min_value=0)
+    messagePolicy = serializers.ChoiceField(choices=MessagePolicy.choices)
 
 
 class TaskConversationPageSerializer(ConversationPageSerializer):

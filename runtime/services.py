@@ -1,7 +1,8 @@
 """Write paths of the runtime. Each entry point is one durable transaction.
 
-Every Run state change lives here. Lock order, everywhere: a Run row before its Conversation row; the
-conversation row is locked only by the event log's `allocate_sequences`, which every insert goes through.
+Every Run state change lives here. Lock order, everywhere: a Run row before its Conversation row (runtime.locks);
+the conversation row is locked by the event log's `allocate_sequences`, which every insert goes through, by the
+admission statement (which allocates the same way) and by `locks.lock_conversation`.
 """
 
 import hashlib
@@ -9,7 +10,7 @@ import json
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -17,16 +18,19 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from impo.errors import Conflict, NotFound
-from runtime import outbound
-from runtime.events import allocate_sequences, append_events, batched
+from impo.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
+from runtime import limits, locks, outbound
+from runtime.events import append_events, batched
 from runtime.models import (
     ACTIVE_RUN_STATES,
+    COUNTED_RUN_STATES,
     LEASED_RUN_STATES,
     Conversation,
     ConversationKind,
+    Event,
     EventType,
     Message,
+    MessagePolicy,
     MessageRole,
     MessageStatus,
     Run,
@@ -37,7 +41,8 @@ from runtime.models import (
     Submission,
     Task,
 )
-from tools.selectors import device_for_owner
+from runtime.projection import event_to_wire
+from tools.models import Device
 
 TASK_TITLE_MAX = 120
 
@@ -50,6 +55,9 @@ class MessageCommand:
     text: str
     device_id: uuid.UUID | None = None
     client_context: dict = field(default_factory=dict)
+    # Overrides the conversation's policy for this message only. It decides how the message is admitted, not
+    # what it says, so it is no part of the fingerprint: a replay gets the original receipt whatever it names.
+    message_policy: str | None = None
 
     def fingerprint(self, target: str, **extra) -> str:
         canonical = json.dumps(
@@ -73,6 +81,13 @@ class Receipt:
     user_message_id: uuid.UUID
     conversation_id: uuid.UUID
     task_id: uuid.UUID | None
+    # True when the command had been admitted before and this is its original receipt.
+    replayed: bool = False
+
+
+# Messages arriving together under `interrupt` can change a conversation's unfinished runs between the moment
+# they are locked and the moment the conversation is; the admission then starts over, this many times at most.
+POLICY_ADMISSION_ATTEMPTS = 3
 
 
 def ensure_main_conversation(owner) -> Conversation:
@@ -80,23 +95,27 @@ def ensure_main_conversation(owner) -> Conversation:
     return conversation
 
 
-def submit_main_chat_message(*, owner, command: MessageCommand) -> Receipt:
+def submit_main_chat_message(*, owner, command: MessageCommand, active_run_cap: int | None = None) -> Receipt:
+    """Admits a Main Chat message; `active_run_cap` refuses it (429) while the owner has that many counted runs."""
     fingerprint = command.fingerprint("main_chat")
 
     def admit() -> Receipt:
-        conversation = ensure_main_conversation(owner)
-        return _admit(owner=owner, conversation=conversation, command=command, fingerprint=fingerprint)
+        return _admit(owner, MainChatTarget(owner), command, fingerprint, active_run_cap)
 
     return _admit_once(owner, command.client_message_id, fingerprint, admit)
 
 
-def create_task(*, owner, command: MessageCommand, title: str | None = None) -> Receipt:
-    return _admit_once(
-        owner,
-        command.client_message_id,
-        command.fingerprint("new_task", title=title),
-        lambda: open_task(owner=owner, command=command, title=title),
-    )
+def create_task(
+    *, owner, command: MessageCommand, title: str | None = None, active_run_cap: int | None = None
+) -> Receipt:
+    """A new Task; the command's `message_policy` becomes its conversation's (its first message has no rival)."""
+    fingerprint = command.fingerprint("new_task", title=title)
+
+    def admit() -> Receipt:
+        conversation, task = _new_task_conversation(owner, command, title)
+        return _admit(owner, _Conversation(conversation.id, task.id), command, fingerprint, active_run_cap)
+
+    return _admit_once(owner, command.client_message_id, fingerprint, admit)
 
 
 def open_task(*, owner, command: MessageCommand, title: str | None = None) -> Receipt:
@@ -105,25 +124,34 @@ def open_task(*, owner, command: MessageCommand, title: str | None = None) -> Re
     For callers that admit a task as part of a larger atomic change (a scheduled occurrence); the
     caller owns idempotency, e.g. through a unique occurrence row written in the same transaction.
     """
-    task_title = title or default_task_title(command.text)
-    conversation = Conversation.objects.create(owner=owner, kind=ConversationKind.TASK, title=task_title)
-    Task.objects.create(owner=owner, conversation=conversation, title=task_title)
+    conversation, task = _new_task_conversation(owner, command, title)
     return _admit(
-        owner=owner,
-        conversation=conversation,
-        command=command,
-        fingerprint=command.fingerprint("new_task", title=title),
+        owner,
+        _Conversation(conversation.id, task.id),
+        command,
+        command.fingerprint("new_task", title=title),
+        active_run_cap=None,
     )
 
 
-def submit_task_message(*, owner, task_id: uuid.UUID, command: MessageCommand) -> Receipt:
+def _new_task_conversation(owner, command: MessageCommand, title: str | None) -> tuple[Conversation, Task]:
+    task_title = title or default_task_title(command.text)
+    conversation = Conversation.objects.create(
+        owner=owner,
+        kind=ConversationKind.TASK,
+        title=task_title,
+        message_policy=command.message_policy or MessagePolicy.QUEUE,
+    )
+    return conversation, Task.objects.create(owner=owner, conversation=conversation, title=task_title)
+
+
+def submit_task_message(
+    *, owner, task_id: uuid.UUID, command: MessageCommand, active_run_cap: int | None = None
+) -> Receipt:
     fingerprint = command.fingerprint(f"task:{task_id}")
 
     def admit() -> Receipt:
-        task = Task.objects.filter(id=task_id, owner=owner).select_related("conversation").first()
-        if task is None:
-            raise NotFound("No such task.")
-        return _admit(owner=owner, conversation=task.conversation, command=command, fingerprint=fingerprint)
+        return _admit(owner, _TaskConversation(owner, task_id), command, fingerprint, active_run_cap)
 
     return _admit_once(owner, command.client_message_id, fingerprint, admit)
 
@@ -135,23 +163,50 @@ def default_task_title(text: str) -> str:
     return first_line[: TASK_TITLE_MAX - 1].rstrip() + "…"
 
 
-def _admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Receipt:
-    """Runs `admit` in one durable transaction unless this client id was already admitted.
+def set_message_policy(*, conversation_id: uuid.UUID, policy: str) -> None:
+    """Changes what later messages do while a run is unfinished; messages already admitted keep their place."""
+    with transaction.atomic(durable=True):
+        Conversation.objects.filter(id=conversation_id).update(message_policy=policy, updated_at=timezone.now())
 
-    Two concurrent posts of one id both miss the first lookup; the unique constraint lets one
-    commit and the other roll back whole, after which it finds and returns the winner's receipt.
+
+class _ConversationChanged(Exception):
+    """A run became unfinished after the unfinished runs were locked: the admission must start over."""
+
+
+def _admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Receipt:
+    """Runs `admit` in one durable transaction; the unique (owner, clientMessageId) constraint decides replays.
+
+    No lookup comes first: a replay's insert violates the constraint, the transaction rolls back whole, and the
+    original receipt is read instead. Two concurrent posts of one id end the same way for the one that loses.
+    A refusal (active-run cap, unknown device or task) is answered with the original receipt if there is one.
     """
-    replay = _replayed_receipt(owner, client_message_id, fingerprint)
-    if replay is not None:
-        return replay
-    try:
-        with transaction.atomic(durable=True):
-            return admit()
-    except IntegrityError:
-        replay = _replayed_receipt(owner, client_message_id, fingerprint)
-        if replay is None:
-            raise
-        return replay
+    for _ in range(POLICY_ADMISSION_ATTEMPTS):
+        try:
+            with transaction.atomic(durable=True):
+                return admit()
+        except _ConversationChanged:
+            continue
+        except IntegrityError as exc:
+            if _violated_constraint(exc) != CLIENT_MESSAGE_ID_CONSTRAINT:
+                raise
+            replay = _replayed_receipt(owner, client_message_id, fingerprint)
+            if replay is None:
+                raise
+            return replay
+        except (RateLimited, NotFound):
+            replay = _replayed_receipt(owner, client_message_id, fingerprint)
+            if replay is None:
+                raise
+            return replay
+    raise ServiceUnavailable("Messages to this conversation arrived together; send this one again.")
+
+
+CLIENT_MESSAGE_ID_CONSTRAINT = "runtime_submission_client_id"
+
+
+def _violated_constraint(exc: IntegrityError) -> str | None:
+    diagnostics = getattr(exc.__cause__, "diag", None)
+    return getattr(diagnostics, "constraint_name", None)
 
 
 def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt | None:
@@ -164,10 +219,6 @@ def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receip
         return None
     if submission.request_fingerprint != fingerprint:
         raise Conflict("This clientMessageId was already used for a different message.", code="idempotency_conflict")
-    return _receipt(submission)
-
-
-def _receipt(submission: Submission) -> Receipt:
     # Only a task conversation has a task; asking a Main Chat would cost a query that finds nothing.
     conversation = submission.conversation
     task = conversation.task if conversation.kind == ConversationKind.TASK else None
@@ -176,41 +227,323 @@ def _receipt(submission: Submission) -> Receipt:
         user_message_id=submission.user_message_id,
         conversation_id=submission.conversation_id,
         task_id=task.id if task else None,
+        replayed=True,
     )
 
 
-def _admit(*, owner, conversation: Conversation, command: MessageCommand, fingerprint: str) -> Receipt:
-    if command.device_id is not None:
+# --- the admission statement ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MainChatTarget:
+    """The owner's Main Chat, found by the admission statement itself (nothing is admitted while it is missing)."""
+
+    owner: object
+    task_id = None
+
+    def match(self, params: dict) -> str:
+        params["conversation_owner"] = self.owner.pk
+        return "c.owner_id = %(conversation_owner)s AND c.kind = 'main_chat'"
+
+
+@dataclass(frozen=True)
+class _TaskConversation:
+    owner: object
+    task_id: uuid.UUID
+
+    def match(self, params: dict) -> str:
+        params["conversation_owner"] = self.owner.pk
+        params["conversation_task"] = self.task_id
+        return (
+            "c.id = (SELECT t.conversation_id FROM runtime_task t"
+            " WHERE t.id = %(conversation_task)s AND t.owner_id = %(conversation_owner)s)"
+        )
+
+
+@dataclass(frozen=True)
+class _Conversation:
+    conversation_id: uuid.UUID
+    task_id: uuid.UUID | None
+
+    def match(self, params: dict) -> str:
+        params["conversation_id"] = self.conversation_id
+        return "c.id = %(conversation_id)s"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the admission statement did: `event_seq` is set when it admitted the message."""
+
+    active_runs: int
+    device_ok: bool
+    conversation_id: uuid.UUID | None
+    policy: str | None
+    event_seq: int | None
+    event_payload: dict | None
+    event_created_at: object
+
+
+_COUNTED_STATES_SQL = ", ".join(f"'{state}'" for state in COUNTED_RUN_STATES)
+
+
+def _admit(owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> Receipt:
+    """Admits the message inside the caller's transaction: the `queue` case in one statement, others under locks."""
+    receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=False)
+    if receipt is not None:
+        return receipt
+    if outcome.conversation_id is None:
+        if not isinstance(target, MainChatTarget):
+            raise NotFound("No such task.")
+        # The owner's first message: the Main Chat is created in this same transaction.
+        target = _Conversation(ensure_main_conversation(owner).id, None)
+        receipt, outcome = _admission_statement(
+            owner, target, command, fingerprint, active_run_cap, policy_decided=False
+        )
+        if receipt is not None:
+            return receipt
+    _raise_refusal(outcome, active_run_cap)
+    return _admit_by_policy(
+        owner, _Conversation(outcome.conversation_id, target.task_id), command, fingerprint, active_run_cap
+    )
+
+
+def _raise_refusal(outcome: _Outcome, active_run_cap: int | None) -> None:
+    if active_run_cap is not None and outcome.active_runs >= active_run_cap:
+        raise limits.active_runs_refusal(outcome.active_runs)
+    if not outcome.device_ok:
         # Another user's device looks exactly like a missing one.
-        device_for_owner(owner, command.device_id)
-    _, first_message_sequence = allocate_sequences(conversation.id, events=0, messages=2)
-    user_message = Message.objects.create(
-        conversation=conversation,
-        sequence=first_message_sequence,
-        role=MessageRole.USER,
-        text=command.text,
-        status=MessageStatus.COMPLETED,
+        raise NotFound("No such device.")
+
+
+def _admit_by_policy(
+    owner, target: "_Conversation", command: MessageCommand, fingerprint: str, active_run_cap: int | None
+) -> Receipt:
+    """Admission into a conversation whose policy for this message is `interrupt` or `reject`.
+
+    A replay never interrupts nor is rejected: it gets its original receipt. Otherwise the unfinished runs are
+    locked, then the conversation; from then on no run of it can start or end until commit, so `reject` answers
+    about runs that are really unfinished and `interrupt` requests the cancel of each of them in the transaction
+    that admits the new message (which then runs once they have ended: one writer per conversation).
+    """
+    replay = _replayed_receipt(owner, command.client_message_id, fingerprint)
+    if replay is not None:
+        return replay
+    locked_runs = locks.lock_unfinished_runs(target.conversation_id)
+    conversation_policy = locks.lock_conversation(target.conversation_id)
+    policy = command.message_policy or conversation_policy
+    unfinished = list(
+        Run.objects.filter(submission__conversation_id=target.conversation_id, state__in=ACTIVE_RUN_STATES)
+        .order_by("submission__user_message__sequence")
+        .values_list("id", "submission_id")
     )
-    assistant_message = Message.objects.create(
-        conversation=conversation,
-        sequence=first_message_sequence + 1,
-        role=MessageRole.ASSISTANT,
-        status=MessageStatus.PENDING,
+    if unfinished and policy == MessagePolicy.REJECT:
+        raise Conflict(
+            "A reply is still running in this conversation; send the message when it has finished.",
+            code="run_in_progress",
+            retryable=True,
+            details={"activeSubmissionId": str(unfinished[0][1])},
+        )
+    if unfinished and policy == MessagePolicy.INTERRUPT:
+        if {run_id for run_id, _ in unfinished} - {run.id for run in locked_runs}:
+            raise _ConversationChanged
+        for run in locked_runs:
+            _cancel(run)
+    receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=True)
+    if receipt is None:
+        _raise_refusal(outcome, active_run_cap)
+    return receipt
+
+
+@dataclass(frozen=True)
+class AdmissionStatement:
+    """The admission statement and the rows it inserts (unsaved instances, ids assigned here)."""
+
+    sql: str
+    params: dict
+    user_message: Message
+    submission: Submission
+    run: Run
+    event: Event
+
+
+def _admission_statement(
+    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+) -> tuple[Receipt | None, _Outcome]:
+    statement = admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=policy_decided)
+    with connection.cursor() as cursor:
+        cursor.execute(statement.sql, statement.params)
+        outcome = _Outcome(*cursor.fetchone())
+    if outcome.event_seq is None:
+        return None, outcome
+    event = statement.event
+    event.conversation_id = outcome.conversation_id
+    event.seq, event.created_at = outcome.event_seq, outcome.event_created_at
+    # Read back as the ORM reads a JSON column (the driver hands jsonb over as text).
+    event.payload = Event._meta.get_field("payload").from_db_value(outcome.event_payload, None, connection)
+    # The wake-up goes first so a worker starts as early as possible; the live push is only a hint.
+    outbound.wake_run(statement.run.id)
+    outbound.publish_events(outcome.conversation_id, [event_to_wire(event)])
+    receipt = Receipt(
+        submission_id=statement.submission.id,
+        user_message_id=statement.user_message.id,
+        conversation_id=outcome.conversation_id,
+        task_id=target.task_id,
     )
-    submission = Submission.objects.create(
-        owner=owner,
-        conversation=conversation,
+    return receipt, outcome
+
+
+def admission_statement(
+    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+) -> AdmissionStatement:
+    """One statement that checks the owner's limits, allocates the conversation's sequences under its row lock,
+    and inserts both messages, the submission, the queued run and its `submission.accepted` event.
+
+    It admits nothing (and locks nothing) when a limit refuses, the conversation does not exist, or the policy
+    for this message is not `queue` and was not already decided under locks (`policy_decided`). A replayed
+    clientMessageId violates the submission's unique constraint and fails the statement whole. `bench/admission.py`
+    runs this very statement under pgbench.
+    """
+    now = timezone.now()
+    user_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.USER, text=command.text, status=MessageStatus.COMPLETED
+    )
+    assistant_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.ASSISTANT, status=MessageStatus.PENDING
+    )
+    submission = Submission(
+        owner_id=owner.pk,
         client_message_id=command.client_message_id,
         request_fingerprint=fingerprint,
-        user_message=user_message,
-        assistant_message=assistant_message,
+        user_message_id=user_message.id,
+        assistant_message_id=assistant_message.id,
         device_id=command.device_id,
         client_context=command.client_context,
     )
-    run = Run.objects.create(submission=submission, last_woken_at=timezone.now())
-    append_events(conversation.id, submission.id, [(EventType.SUBMISSION_ACCEPTED, _accepted_payload(submission, run))])
-    outbound.wake_run(run.id)
-    return _receipt(submission)
+    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now)
+    event = Event(submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED)
+    params = {
+        "owner": owner.pk,
+        "cap": active_run_cap,
+        "device": command.device_id,
+        "policy": command.message_policy,
+        "policy_decided": policy_decided,
+        "payload_submission": str(submission.id),
+        "payload_user_message": str(user_message.id),
+        "payload_assistant_message": str(assistant_message.id),
+        "payload_text": command.text,
+        "payload_status": run.state,
+    }
+    on_conversation = {"conversation_id": "conversation.id"}
+    inserts = [
+        _insert_from_conversation(
+            "user_message",
+            user_message,
+            {**on_conversation, "sequence": "conversation.message_sequence - 1"},
+            params,
+            now=now,
+        ),
+        _insert_from_conversation(
+            "assistant_message",
+            assistant_message,
+            {**on_conversation, "sequence": "conversation.message_sequence"},
+            params,
+            now=now,
+        ),
+        _insert_from_conversation("submission", submission, on_conversation, params, now=now),
+        _insert_from_conversation("run", run, {}, params, now=now),
+        _insert_from_conversation(
+            "event",
+            event,
+            {
+                **on_conversation,
+                "seq": "conversation.event_seq",
+                "payload": "jsonb_build_object("
+                "'submissionId', %(payload_submission)s::text,"
+                " 'userMessage', jsonb_build_object('id', %(payload_user_message)s::text,"
+                " 'sequence', conversation.message_sequence - 1, 'text', %(payload_text)s::text),"
+                " 'assistantMessage', jsonb_build_object('id', %(payload_assistant_message)s::text,"
+                " 'sequence', conversation.message_sequence),"
+                " 'status', %(payload_status)s::text)",
+            },
+            params,
+            now=now,
+            returning="seq, payload, created_at",
+        ),
+    ]
+    # The UPDATE is the event log's sequence allocation (runtime.events.allocate_sequences) for one event and
+    # two messages, made conditional on the gate and on the policy read from the locked row.
+    sql = f"""
+        WITH gate AS (
+            SELECT CASE WHEN %(cap)s::int IS NULL THEN 0 ELSE (
+                       SELECT count(*) FROM (
+                           SELECT 1 FROM runtime_run r WHERE r.owner_id = %(owner)s
+                              AND r.state IN ({_COUNTED_STATES_SQL}) LIMIT %(cap)s::int
+                       ) counted
+                   ) END AS active_runs,
+                   (%(device)s::uuid IS NULL OR EXISTS (
+                       SELECT 1 FROM {Device._meta.db_table} d WHERE d.id = %(device)s::uuid AND d.owner_id = %(owner)s
+                   )) AS device_ok
+        ), target AS (
+            SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
+              FROM runtime_conversation c WHERE {target.match(params)}
+        ), conversation AS (
+            UPDATE runtime_conversation c
+               SET last_event_seq = c.last_event_seq + 1,
+                   last_message_sequence = c.last_message_sequence + 2,
+                   updated_at = now()
+              FROM gate, target
+             WHERE c.id = target.id
+               AND gate.device_ok
+               AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)
+               AND (%(policy_decided)s OR COALESCE(%(policy)s::text, c.message_policy) = '{MessagePolicy.QUEUE}')
+            RETURNING c.id, c.last_event_seq AS event_seq, c.last_message_sequence AS message_sequence
+        ), {", ".join(inserts)}
+        SELECT gate.active_runs, gate.device_ok, target.id, target.policy, event.seq, event.payload, event.created_at
+          FROM gate LEFT JOIN target ON true LEFT JOIN event ON true
+    """
+    return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
+
+
+def _insert_from_conversation(
+    name: str, instance, computed: dict[str, str], params: dict, *, now: datetime, returning: str = "1"
+) -> str:
+    """`name AS (INSERT … SELECT … FROM conversation)` for an unsaved model instance.
+
+    Every column comes from the instance as the ORM would save it (defaults, JSON; auto timestamps are `now`, one
+    clock reading for the whole admission), except `computed` ones, which are SQL over the `conversation` CTE
+    (whose row exists only when admission goes on).
+    Equal values share one parameter: the statement then has few enough, and short enough text, for psycopg to
+    reuse its parsed form from one admission to the next instead of parsing it again.
+    """
+    columns, values = [], []
+    for model_field in instance._meta.concrete_fields:
+        if model_field.primary_key and model_field.db_returning:
+            continue  # a serial id: the database assigns it
+        columns.append(model_field.column)
+        if model_field.column in computed:
+            values.append(computed[model_field.column])
+            continue
+        if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
+            setattr(instance, model_field.attname, now)
+        value = model_field.get_db_prep_save(getattr(instance, model_field.attname), connection)
+        values.append(f"%({_shared_parameter(params, value)})s")
+    return (
+        f"{name} AS (INSERT INTO {instance._meta.db_table} ({','.join(columns)})"
+        f" SELECT {','.join(values)} FROM conversation RETURNING {returning})"
+    )
+
+
+_SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
+
+
+def _shared_parameter(params: dict, value) -> str:
+    if isinstance(value, _SHAREABLE):
+        for key, existing in params.items():
+            if key.startswith("v") and type(existing) is type(value) and existing == value:
+                return key
+    key = f"v{sum(1 for key in params if key.startswith('v'))}"
+    params[key] = value
+    return key
 
 
 def _accepted_payload(submission: Submission, run: Run) -> dict:
@@ -604,7 +937,9 @@ def request_cancel(*, owner, submission_id) -> None:
 
 
 def _cancel(run: Run) -> str:
-    """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome)."""
+    """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome).
+
+    A run whose input never left is cancelled on the spot; a queued one is woken so a worker relays it."""
     if run.is_terminal:
         return StaffRunActionOutcome.ALREADY_FINISHED
     if run.cancel_requested_at is not None:

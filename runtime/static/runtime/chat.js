@@ -16,6 +16,7 @@
   const composer = document.getElementById("composer");
   const textarea = document.getElementById("message-text");
   const sendButton = document.getElementById("send");
+  const sendChoice = document.getElementById("send-choice");
   const composerNote = document.getElementById("composer-note");
   const conversationId = root.dataset.conversationId;
   const historyUrl = root.dataset.historyUrl;
@@ -417,9 +418,21 @@
     if (failedCommand && ImpoApi.isPending(failedCommand.body.clientMessageId)) await deliver(failedCommand);
   }
 
-  async function send() {
+  // Sending while a reply runs asks what to do with that reply: wait for it (`queue`) or stop it (`interrupt`).
+  // The answer goes with the message as its `messagePolicy`; the conversation's own policy is not changed.
+  function offerSendChoice() {
+    sendChoice.hidden = false;
+    sendChoice.querySelector("button").focus();
+  }
+
+  async function send(policy) {
     const text = textarea.value;
     if (!text.trim()) return;
+    if (!policy && state.active.size > 0) {
+      offerSendChoice();
+      return;
+    }
+    sendChoice.hidden = true;
     errorBox.hidden = true;
     if (failedCommand && failedCommand.body.text === text) {
       await deliver(failedCommand); // the same message again, under its first id
@@ -428,6 +441,7 @@
     if (failedCommand) ImpoApi.forget(failedCommand); // replaced by what the person typed since
     failedCommand = null;
     const fields = isDevice ? { text, deviceId: ImpoDevice.id } : { text };
+    if (policy) fields.messagePolicy = policy;
     const command = ImpoApi.command(sendUrl, fields);
     textarea.value = "";
     drawChrome();
@@ -447,6 +461,10 @@
     if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
     event.preventDefault();
     send();
+  });
+  sendChoice.addEventListener("click", (event) => {
+    const choice = event.target.closest("button[data-policy]");
+    if (choice) send(choice.dataset.policy);
   });
   textarea.addEventListener("input", drawChrome);
   window.addEventListener("online", resendFailed);

@@ -1,0 +1,24 @@
+"""The live push of an admission carries the accepted event exactly as the event log holds it."""
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from runtime.models import Event
+from runtime.outbound import conversation_group
+from runtime.projection import event_to_wire
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_pushed_accepted_event_equals_the_logged_one(api):
+    conversation_id = api.get("/api/v1/conversation").json()["conversationId"]
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(conversation_group(conversation_id), channel)
+
+    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+
+    pushed = async_to_sync(layer.receive)(channel)["event"]
+    assert pushed == event_to_wire(Event.objects.get())
+    assert pushed["payload"]["userMessage"]["text"] == "hi"

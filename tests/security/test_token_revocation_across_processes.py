@@ -1,0 +1,58 @@
+"""Bearer tokens are cached in Redis for every web process; a revocation is seen by all of them at once."""
+
+import httpx
+import pytest
+import redis
+from django.conf import settings
+from rest_framework.authtoken.models import Token
+
+from impo.authentication import token_cache_key
+from tests.processes import start_web
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def two_web_processes(stack):
+    return [start_web(stack)[1] for _ in range(2)]
+
+
+def status_of(web_url: str, token: str) -> int:
+    return httpx.get(f"{web_url}/api/v1/tasks", headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code
+
+
+def cached(token: str) -> bytes | None:
+    return redis.Redis.from_url(settings.REDIS_URL).get(token_cache_key(token))
+
+
+def test_a_deleted_token_is_refused_on_the_next_request_by_every_web_process(two_web_processes, user):
+    token = Token.objects.create(user=user).key
+    assert [status_of(url, token) for url in two_web_processes] == [200, 200]
+    assert cached(token) not in (None, b"-")  # both processes now answer from the cache
+
+    Token.objects.get(key=token).delete()
+
+    assert [status_of(url, token) for url in two_web_processes] == [401, 401]
+
+
+def test_a_deactivated_users_token_is_refused_on_the_next_request_by_every_web_process(two_web_processes, user):
+    token = Token.objects.create(user=user).key
+    assert [status_of(url, token) for url in two_web_processes] == [200, 200]
+
+    user.is_active = False
+    user.save()
+
+    assert [status_of(url, token) for url in two_web_processes] == [401, 401]
+
+
+def test_a_reactivated_user_is_served_again_from_the_database_while_the_tombstone_lasts(two_web_processes, user):
+    token = Token.objects.create(user=user).key
+    user.is_active = False
+    user.save()
+    assert status_of(two_web_processes[0], token) == 401
+
+    user.is_active = True
+    user.save()
+
+    assert [status_of(url, token) for url in two_web_processes] == [200, 200]
+    assert cached(token) == b"-"  # the tombstone keeps refills out until it expires; the database answers meanwhile

@@ -271,3 +271,8 @@ IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
 IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
 IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
 IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)
+
+# `/metrics` (README "Traces and metrics"): a bearer token for the scraper (staff may always read it), and the
+# window over which claim latency is summarised.
+IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")
+IMPO_METRICS_WINDOW_SECONDS = env.float("IMPO_METRICS_WINDOW_SECONDS", default=300.0)

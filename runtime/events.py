@@ -6,8 +6,9 @@ here, inside its own transaction; the push to live subscribers goes out only aft
 
 from django.db import connection
 
+from impo import telemetry
 from runtime import outbound
-from runtime.models import Event
+from runtime.models import Event, Run
 from runtime.projection import event_to_wire
 
 
@@ -16,6 +17,7 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
     if not items:
         return []
     first_seq, _ = allocate_sequences(conversation_id, events=len(items), messages=0)
+    trace_id = _trace_id(submission_id)
     events = Event.objects.bulk_create(
         Event(
             conversation_id=conversation_id,
@@ -23,11 +25,27 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
             seq=first_seq + offset,
             type=event_type,
             payload=payload,
+            trace_id=trace_id,
         )
         for offset, (event_type, payload) in enumerate(items)
     )
     outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
     return events
+
+
+def _trace_id(submission_id) -> str:
+    """The trace of the run the events belong to.
+
+    Inside a span it is the current trace: every span of a run continues the run's persisted context. Outside
+    one (a cancel, a staff decision, the sweeper) it is read from the run.
+    """
+    if not telemetry.enabled():
+        return ""
+    current = telemetry.current_trace_id()
+    if current or submission_id is None:
+        return current
+    traceparent = Run.objects.filter(submission_id=submission_id).values_list("traceparent", flat=True).first()
+    return telemetry.trace_id_of(traceparent or "")
 
 
 def allocate_sequences(conversation_id, *, events: int, messages: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from impo import telemetry
 from impo.errors import Conflict, NotFound
 from runtime import outbound
 from runtime.events import allocate_sequences, append_events
@@ -175,6 +176,7 @@ def _receipt(submission: Submission) -> Receipt:
     )
 
 
+@telemetry.traced("impo.admission", attributes=lambda **k: {"impo.conversation.id": k["conversation"].id})
 def _admit(*, owner, conversation: Conversation, command: MessageCommand, fingerprint: str) -> Receipt:
     if command.device_id is not None:
         # Another user's device looks exactly like a missing one.
@@ -203,7 +205,8 @@ def _admit(*, owner, conversation: Conversation, command: MessageCommand, finger
         device_id=command.device_id,
         client_context=command.client_context,
     )
-    run = Run.objects.create(submission=submission, last_woken_at=timezone.now())
+    run = Run.objects.create(submission=submission, last_woken_at=timezone.now(), traceparent=telemetry.traceparent())
+    telemetry.annotate({"impo.run.id": run.id, "impo.submission.id": submission.id})
     append_events(
         conversation.id,
         submission.id,

@@ -13,12 +13,11 @@ Pure Python: no Django.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import openai
 from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
 from openai.types.beta.agents.sessions import Turn
-from opentelemetry import trace
 
 __all__ = [
     "Agent",
@@ -33,8 +32,6 @@ __all__ = [
     "UnknownOutcome",
 ]
 
-# Spans of provider calls go to whatever tracer provider the process installed (none: they cost nothing).
-_tracer = trace.get_tracer("impo.rebyte")
 # How each failure kind is named on spans and in the error counters.
 FAILURE_KINDS = {"Refused": "refused", "Unavailable": "unavailable", "UnknownOutcome": "unknown_outcome"}
 
@@ -101,8 +98,14 @@ def user_input(parts: list[str]) -> list[dict]:
     return [{"role": "user", "content": [{"type": "input_text", "text": text} for text in parts]}]
 
 
+def _untraced(name: str, attributes: dict) -> AbstractContextManager:
+    return nullcontext()
+
+
 class RebyteGateway:
-    """`on_failure` hears of every failure as it is sorted (to count them); it must not raise."""
+    """`on_failure` hears of every failure as it is sorted (to count them); it must not raise. `span(name,
+    attributes)` opens a span around each call (it yields the span, or None) for whoever traces calls.
+    """
 
     def __init__(
         self,
@@ -113,11 +116,13 @@ class RebyteGateway:
         stream_timeout: float,
         max_retries: int = 2,
         on_failure: Callable[[ProviderError], None] | None = None,
+        span: Callable[[str, dict], AbstractContextManager] = _untraced,
     ):
         # Reads and keyed input events may be retried by the SDK itself; creates never are (see below).
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self._stream_timeout = stream_timeout
         self._on_failure = on_failure
+        self._span = span
 
     def __enter__(self) -> RebyteGateway:
         return self
@@ -132,14 +137,14 @@ class RebyteGateway:
     def _call(self, operation: str, *, creates: bool = False):
         """One provider call: a span of its own, its failure sorted and reported."""
         with (
-            _tracer.start_as_current_span(f"rebyte.{operation}", attributes={"rebyte.operation": operation}) as span,
+            self._span(f"rebyte.{operation}", {"rebyte.operation": operation}) as span,
             self._reported(span),
             _translated(operation, creates=creates),
         ):
             yield
 
     @contextmanager
-    def _reported(self, span: trace.Span | None = None):
+    def _reported(self, span=None):
         try:
             yield
         except ProviderError as error:

@@ -1,6 +1,6 @@
 from django.conf import settings
 
-from impo import provider_errors
+from impo import provider_errors, telemetry
 from rebyte.client import RebyteGateway
 
 
@@ -12,4 +12,5 @@ def provider_gateway() -> RebyteGateway:
         timeout=settings.REBYTE_TIMEOUT_SECONDS,
         stream_timeout=settings.REBYTE_STREAM_TIMEOUT_SECONDS,
         on_failure=provider_errors.record,
+        span=telemetry.span,
     )

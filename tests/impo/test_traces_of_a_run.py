@@ -4,6 +4,7 @@ device that answers its tool call, as received by an OTLP/HTTP collector from th
 import httpx
 import pytest
 from django.test import Client
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from rest_framework.authtoken.models import Token
 
 from runtime import selectors
@@ -181,3 +182,42 @@ def test_without_an_otlp_endpoint_nothing_is_traced_and_events_carry_no_trace(st
     assert run.traceparent == ""
     assert set(Event.objects.filter(submission_id=submission_id).values_list("trace_id", flat=True)) == {""}
     assert {event["traceId"] for event in selectors.submission_events_after(submission_id, 0)} == {None}
+
+
+def test_a_provider_outage_mid_run_is_an_error_on_its_spans_and_the_retry_continues_the_same_trace(
+    traced_stack, receiver, rebyte_double
+):
+    _, web = start_web(traced_stack)
+    traced_stack.start_worker()
+    headers = {"Authorization": f"Bearer {Token.objects.create(user=UserFactory()).key}"}
+    # Every try the SDK makes of one read: the gateway sorts it as one Unavailable, and the run is given back.
+    rebyte_double.fault("list_turns", "http_error", status=503, times=3)
+
+    accepted = httpx.post(
+        f"{web}/api/v1/conversation/messages", json={"clientMessageId": "m-1", "text": "hello"}, headers=headers
+    )
+    run = wait_until(
+        lambda: Run.objects.filter(submission_id=accepted.json()["submissionId"], state=RunState.COMPLETED).first(),
+        timeout=60,
+        what="the run to complete after the outage",
+    )
+
+    def both_attempts_received():
+        spans = receiver.spans()
+        return spans if len([span for span in spans if span.name == "impo.run.drive"]) == 2 else None
+
+    spans = wait_until(both_attempts_received, timeout=60, what="the spans of both attempts")
+    (trace_id,) = {span.trace_id for span in spans}
+    assert run.trace_id == trace_id
+    admission = the_one(spans, "impo.admission")
+    claimed = [span for span in spans if span.name == "impo.run" and span.attributes["impo.run.claimed"]]
+    assert len(claimed) == 2
+    assert {span.parent_span_id for span in claimed} == {admission.span_id}
+    failed_read = the_one(spans, "rebyte.list_turns", **{"rebyte.outcome": "unavailable"})
+    assert failed_read.attributes["http.response.status_code"] == 503
+    assert failed_read.status_code == Status.STATUS_CODE_ERROR
+    failed_drive = [span for span in spans if span.span_id == failed_read.parent_span_id][0]
+    assert (failed_drive.name, failed_drive.status_code) == ("impo.run.drive", Status.STATUS_CODE_ERROR)
+    (completed_drive,) = [span for span in spans if span.name == "impo.run.drive" and span != failed_drive]
+    assert completed_drive.status_code != Status.STATUS_CODE_ERROR
+    assert {failed_drive.attributes["impo.run.attempt"], completed_drive.attributes["impo.run.attempt"]} == {1}

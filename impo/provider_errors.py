@@ -12,7 +12,7 @@ from functools import cache
 import redis
 from django.conf import settings
 
-from rebyte.client import FAILURE_KINDS, ProviderError
+from rebyte.client import ProviderError, failure_kind
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def record(error: ProviderError) -> None:
     if time.monotonic() < _resting_until:
         return
     try:
-        _redis(settings.REDIS_URL).hincrby(_key(), f"{error.operation}|{FAILURE_KINDS[type(error).__name__]}", 1)
+        _redis(settings.REDIS_URL).hincrby(_key(), f"{error.operation}|{failure_kind(error)}", 1)
     except redis.RedisError as exc:
         _resting_until = time.monotonic() + REST_AFTER_REDIS_ERROR_SECONDS
         logger.warning("could not count a provider failure: %s", exc)

@@ -30,10 +30,8 @@ __all__ = [
     "Turn",
     "Unavailable",
     "UnknownOutcome",
+    "failure_kind",
 ]
-
-# How each failure kind is named on spans and in the error counters.
-FAILURE_KINDS = {"Refused": "refused", "Unavailable": "unavailable", "UnknownOutcome": "unknown_outcome"}
 
 PAGE_SIZE = 100
 # A scan that would need more pages than this is refused rather than reported as "nothing found".
@@ -59,6 +57,11 @@ class Unavailable(ProviderError):
 
 class UnknownOutcome(ProviderError):
     """A create was sent but its answer was lost: the resource may or may not exist."""
+
+
+def failure_kind(error: ProviderError) -> str:
+    """How a failure is named on spans and in the error counts."""
+    return {Refused: "refused", Unavailable: "unavailable", UnknownOutcome: "unknown_outcome"}.get(type(error), "error")
 
 
 @contextmanager
@@ -149,7 +152,7 @@ class RebyteGateway:
             yield
         except ProviderError as error:
             if span is not None:
-                span.set_attribute("rebyte.outcome", FAILURE_KINDS[type(error).__name__])
+                span.set_attribute("rebyte.outcome", failure_kind(error))
                 if error.status is not None:
                     span.set_attribute("http.response.status_code", error.status)
             if self._on_failure is not None:

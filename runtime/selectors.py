@@ -71,6 +71,7 @@ def submission_to_wire(submission: Submission) -> dict:
         ),
         "createdAt": submission.created_at.isoformat(),
         "updatedAt": run.updated_at.isoformat(),
+        "traceId": run.trace_id or None,
     }
 
 

@@ -154,6 +154,7 @@ def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(trac
     assert {EventType.SUBMISSION_ACCEPTED, EventType.TOOL_ACCEPTED, EventType.RUN_COMPLETED} <= {e.type for e in events}
     assert {event.trace_id for event in events} == {trace_id}
     assert run.trace_id == trace_id
+    assert httpx.get(f"{web}/api/v1/submissions/{submission_id}", headers=headers).json()["traceId"] == trace_id
     assert {event["traceId"] for event in selectors.submission_events_after(submission_id, 0)} == {trace_id}
     admin = Client()
     admin.force_login(user)
@@ -180,6 +181,7 @@ def test_without_an_otlp_endpoint_nothing_is_traced_and_events_carry_no_trace(st
     )
 
     assert run.traceparent == ""
+    assert httpx.get(f"{web}/api/v1/submissions/{submission_id}", headers=headers).json()["traceId"] is None
     assert set(Event.objects.filter(submission_id=submission_id).values_list("trace_id", flat=True)) == {""}
     assert {event["traceId"] for event in selectors.submission_events_after(submission_id, 0)} == {None}
 

@@ -42,7 +42,7 @@ class ImpoCollector(Collector):
             yield provider_failures
 
     def _runs(self, now):
-        by_state = dict(Run.objects.values_list("state").annotate(count=Count("id")).order_by())
+        by_state = dict(Run.objects.values_list("state").annotate(count=Count("*")).order_by())
         runs = GaugeMetricFamily("impo_runs", "Runs by state.", labels=["state"])
         for state in RunState.values:
             runs.add_metric([state], by_state.get(state, 0))

@@ -3,8 +3,9 @@ import os
 
 import redis
 from celery import Celery, bootsteps
+from celery.signals import worker_process_init, worker_process_shutdown
 
-from impo import workers
+from impo import telemetry, workers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 
@@ -43,3 +44,15 @@ class Heartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(Heartbeat)
+
+
+@worker_process_init.connect
+def start_tracing(**kwargs):
+    # Per prefork child, after the fork: the exporter's thread and connection belong to the child.
+    telemetry.configure("impo-worker")
+
+
+@worker_process_shutdown.connect
+def flush_traces(**kwargs):
+    # A prefork child leaves without running atexit handlers: its last spans are sent here.
+    telemetry.shutdown()

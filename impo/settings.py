@@ -290,3 +290,7 @@ IMPO_WEBHOOK_MAX_AGE_SECONDS = env.float("IMPO_WEBHOOK_MAX_AGE_SECONDS", default
 IMPO_WEBHOOK_POLL_SECONDS = env.float("IMPO_WEBHOOK_POLL_SECONDS", default=1.0)
 IMPO_WEBHOOK_REWAKE_AFTER_SECONDS = env.float("IMPO_WEBHOOK_REWAKE_AFTER_SECONDS", default=15.0)
 IMPO_WEBHOOK_ENDPOINTS_PER_USER = env.int("IMPO_WEBHOOK_ENDPOINTS_PER_USER", default=10)
+# `/metrics` (README "Traces and metrics"): a bearer token for the scraper (staff may always read it), and the
+# window over which claim latency is summarised.
+IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")
+IMPO_METRICS_WINDOW_SECONDS = env.float("IMPO_METRICS_WINDOW_SECONDS", default=300.0)

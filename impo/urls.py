@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from impo import health
+from impo import health, metrics
 from impo.login import throttled_login
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
@@ -13,6 +13,7 @@ handler500 = "runtime.web.server_error"
 urlpatterns = [
     path("health", health.health, name="health"),
     path("ready", health.ready, name="ready"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("runtime.urls")),
     path("api/v1/", include("scheduling.urls")),

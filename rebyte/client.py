@@ -12,8 +12,8 @@ Pure Python: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import openai
 from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
@@ -30,6 +30,7 @@ __all__ = [
     "Turn",
     "Unavailable",
     "UnknownOutcome",
+    "failure_kind",
 ]
 
 PAGE_SIZE = 100
@@ -56,6 +57,11 @@ class Unavailable(ProviderError):
 
 class UnknownOutcome(ProviderError):
     """A create was sent but its answer was lost: the resource may or may not exist."""
+
+
+def failure_kind(error: ProviderError) -> str:
+    """How a failure is named on spans and in the error counts."""
+    return {Refused: "refused", Unavailable: "unavailable", UnknownOutcome: "unknown_outcome"}.get(type(error), "error")
 
 
 @contextmanager
@@ -95,11 +101,31 @@ def user_input(parts: list[str]) -> list[dict]:
     return [{"role": "user", "content": [{"type": "input_text", "text": text} for text in parts]}]
 
 
+def _untraced(name: str, attributes: dict) -> AbstractContextManager:
+    return nullcontext()
+
+
 class RebyteGateway:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float, stream_timeout: float, max_retries: int = 2):
+    """`on_failure` hears of every failure as it is sorted (to count them); it must not raise. `span(name,
+    attributes)` opens a span around each call (it yields the span, or None) for whoever traces calls.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float,
+        stream_timeout: float,
+        max_retries: int = 2,
+        on_failure: Callable[[ProviderError], None] | None = None,
+        span: Callable[[str, dict], AbstractContextManager] = _untraced,
+    ):
         # Reads and keyed input events may be retried by the SDK itself; creates never are (see below).
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self._stream_timeout = stream_timeout
+        self._on_failure = on_failure
+        self._span = span
 
     def __enter__(self) -> RebyteGateway:
         return self
@@ -110,6 +136,29 @@ class RebyteGateway:
     def close(self) -> None:
         self._client.close()
 
+    @contextmanager
+    def _call(self, operation: str, *, creates: bool = False):
+        """One provider call: a span of its own, its failure sorted and reported."""
+        with (
+            self._span(f"rebyte.{operation}", {"rebyte.operation": operation}) as span,
+            self._reported(span),
+            _translated(operation, creates=creates),
+        ):
+            yield
+
+    @contextmanager
+    def _reported(self, span=None):
+        try:
+            yield
+        except ProviderError as error:
+            if span is not None:
+                span.set_attribute("rebyte.outcome", failure_kind(error))
+                if error.status is not None:
+                    span.set_attribute("http.response.status_code", error.status)
+            if self._on_failure is not None:
+                self._on_failure(error)
+            raise
+
     @property
     def _once(self) -> openai.OpenAI:
         # Agent and session creates are not idempotent upstream: an automatic retry could make two.
@@ -118,11 +167,11 @@ class RebyteGateway:
     # --- agents ---------------------------------------------------------------------------------------
 
     def create_agent(self, *, model: str, name: str, instructions: str, metadata: dict[str, str]) -> Agent:
-        with _translated("create_agent", creates=True):
+        with self._call("create_agent", creates=True):
             return self._once.beta.agents.create(model=model, name=name, instructions=instructions, metadata=metadata)
 
     def list_agents(self) -> list[Agent]:
-        with _translated("list_agents"):
+        with self._call("list_agents"):
             return _all_pages(self._client.beta.agents.list(order="desc", limit=PAGE_SIZE), "list_agents")
 
     # --- sessions -------------------------------------------------------------------------------------
@@ -131,7 +180,7 @@ class RebyteGateway:
         self, *, agent_id: str, tools: list[dict], input_parts: list[str], metadata: dict[str, str]
     ) -> AgentSession:
         """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life."""
-        with _translated("create_session", creates=True):
+        with self._call("create_session", creates=True):
             return self._once.beta.agents.sessions.create(
                 environment={"type": "none"},
                 agent_id=agent_id,
@@ -141,24 +190,24 @@ class RebyteGateway:
             )
 
     def list_sessions(self, agent_id: str) -> list[AgentSession]:
-        with _translated("list_sessions"):
+        with self._call("list_sessions"):
             first = self._client.beta.agents.sessions.list(agent_id=agent_id, order="desc", limit=PAGE_SIZE)
             return _all_pages(first, "list_sessions")
 
     def get_session(self, session_id: str) -> AgentSession:
-        with _translated("get_session"):
+        with self._call("get_session"):
             return self._client.beta.agents.sessions.retrieve(session_id)
 
     # --- turns and items ------------------------------------------------------------------------------
 
     def list_turns(self, session_id: str) -> list[Turn]:
-        with _translated("list_turns"):
+        with self._call("list_turns"):
             first = self._client.beta.agents.sessions.turns.list(session_id, order="asc", limit=PAGE_SIZE)
             return _all_pages(first, "list_turns")
 
     def list_items(self, session_id: str) -> list[AgentSessionItem]:
         """The session's items, oldest first. Items change in place: callers reconcile them by id."""
-        with _translated("list_items"):
+        with self._call("list_items"):
             first = self._client.beta.agents.sessions.items.list(session_id, order="asc", limit=PAGE_SIZE)
             return _all_pages(first, "list_items")
 
@@ -179,7 +228,7 @@ class RebyteGateway:
         self._send(session_id, {"type": "agent.session.input.cancel"}, idempotency_key, "input_cancel")
 
     def _send(self, session_id: str, event: dict, idempotency_key: str, operation: str) -> None:
-        with _translated(operation):
+        with self._call(operation):
             self._client.beta.agents.sessions.events.create(session_id, events=[event], idempotency_key=idempotency_key)
 
     # --- the live stream ------------------------------------------------------------------------------
@@ -187,14 +236,14 @@ class RebyteGateway:
     @contextmanager
     def live_events(self, session_id: str) -> Iterator[Iterator[AgentSessionEvent]]:
         """The session's live events (no replay); leaving the block closes the stream, never the turn."""
-        with _translated("session_events"):
+        with self._call("session_events"):
             stream = self._client.beta.agents.sessions.events.stream(session_id, timeout=self._stream_timeout)
         try:
-            yield _translated_iteration(stream)
+            yield self._translated_iteration(stream)
         finally:
             stream.close()
 
-
-def _translated_iteration(stream) -> Iterator[AgentSessionEvent]:
-    with _translated("session_events"):
-        yield from stream
+    def _translated_iteration(self, stream) -> Iterator[AgentSessionEvent]:
+        # Reading the stream is not a call of its own (no span), but a broken stream is a failure like any.
+        with self._reported(), _translated("session_events"):
+            yield from stream

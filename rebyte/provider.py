@@ -1,5 +1,6 @@
 from django.conf import settings
 
+from impo import provider_errors, telemetry
 from rebyte.client import RebyteGateway
 
 
@@ -10,4 +11,6 @@ def provider_gateway() -> RebyteGateway:
         settings.REBYTE_API_KEY,
         timeout=settings.REBYTE_TIMEOUT_SECONDS,
         stream_timeout=settings.REBYTE_STREAM_TIMEOUT_SECONDS,
+        on_failure=provider_errors.record,
+        span=telemetry.span,
     )

@@ -19,6 +19,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from impo import telemetry
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import (
     OPEN_INTENT_STATES,
@@ -319,6 +320,17 @@ def _mark(intent: CreationIntent, state: str, error: str) -> None:
     )
 
 
+def _intent_run_trace(intent_id, gateway) -> str:
+    # A session is created for one run: settling it belongs to that run's trace. An agent serves many runs.
+    return CreationIntent.objects.filter(id=intent_id).values_list("run__traceparent", flat=True).first() or ""
+
+
+@telemetry.traced(
+    "impo.reconcile_intent",
+    attributes=lambda intent_id, gateway: {"impo.intent.id": intent_id},
+    parent=_intent_run_trace,
+    outcome=lambda intent: {"impo.intent.state": intent.state},
+)
 def reconcile_intent(intent_id, gateway: RebyteGateway) -> CreationIntent:
     """Settles an open intent by looking up (then, if absent, creating) its remote resource."""
     intent = CreationIntent.objects.get(id=intent_id)

@@ -53,12 +53,22 @@ def _outcome_summary(outcomes: list[str]) -> str:
 class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
     """Runs, newest first, with those pending reconciliation one filter away; decisions go to the admin log."""
 
-    list_display = ["id", "state", "owner", "conversation", "created_at", "attempts", "error_code", "updated_at"]
+    list_display = [
+        "id",
+        "state",
+        "owner",
+        "conversation",
+        "created_at",
+        "attempts",
+        "error_code",
+        "updated_at",
+        "trace_id",
+    ]
     list_filter = ["state", "error_code"]
     list_select_related = ["submission__owner", "submission__conversation"]
     ordering = ["-created_at"]
-    search_fields = ["id", "submission__id", "remote_turn__turn_id", "submission__owner__username"]
-    readonly_fields = [field.name for field in Run._meta.fields]
+    search_fields = ["id", "submission__id", "remote_turn__turn_id", "submission__owner__username", "traceparent"]
+    readonly_fields = [field.name for field in Run._meta.fields] + ["trace_id"]
     actions = ["recheck_now", "mark_failed", "retry_failed", "cancel_selected"]
     desk_actions = (
         DeskAction(
@@ -134,9 +144,14 @@ class StaffRunActionAdmin(ReadOnlyAdmin):
 
 @admin.register(Submission)
 class SubmissionAdmin(ReadOnlyAdmin):
-    list_display = ["id", "owner", "conversation", "client_message_id", "created_at"]
-    search_fields = ["id", "client_message_id", "owner__username"]
-    readonly_fields = [field.name for field in Submission._meta.fields]
+    list_display = ["id", "owner", "conversation", "client_message_id", "created_at", "trace_id"]
+    list_select_related = ["owner", "conversation", "run"]
+    search_fields = ["id", "client_message_id", "owner__username", "run__traceparent"]
+    readonly_fields = [field.name for field in Submission._meta.fields] + ["trace_id"]
+
+    @admin.display(description="trace id")
+    def trace_id(self, submission):
+        return submission.run.trace_id
 
 
 @admin.register(Conversation)
@@ -157,8 +172,9 @@ class MessageAdmin(ReadOnlyAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ["conversation", "seq", "type", "submission", "created_at"]
+    list_display = ["conversation", "seq", "type", "submission", "created_at", "trace_id"]
     list_filter = ["type"]
+    search_fields = ["trace_id"]
     readonly_fields = [field.name for field in Event._meta.fields]
 
 

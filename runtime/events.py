@@ -10,8 +10,9 @@ from contextlib import contextmanager
 from django.db import connection
 from psycopg.types.json import Jsonb
 
+from impo import telemetry
 from runtime import outbound
-from runtime.models import Event
+from runtime.models import Event, Run
 from runtime.projection import event_to_wire
 
 _batch = threading.local()
@@ -57,16 +58,18 @@ def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> N
     submission_ids = [submission_id for submission_id, _ in entries]
     types = [str(event_type) for _, (event_type, _) in entries]
     payloads = [Jsonb(payload) for _, (_, payload) in entries]
+    traces = {submission_id: _trace_id(submission_id) for submission_id in set(submission_ids)}
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH allocated AS ("
             "  UPDATE runtime_conversation SET last_event_seq = last_event_seq + %(count)s, updated_at = now()"
             "  WHERE id = %(conversation)s RETURNING last_event_seq - %(count)s AS before"
-            ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, created_at)"
+            ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
             " SELECT %(conversation)s, allocated.before + entry.position, entry.type, entry.submission_id,"
-            "        entry.payload, now()"
-            " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[])"
-            "      WITH ORDINALITY AS entry(type, submission_id, payload, position)"
+            "        entry.payload, entry.trace_id, now()"
+            " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],"
+            "                        %(traces)s::text[])"
+            "      WITH ORDINALITY AS entry(type, submission_id, payload, trace_id, position)"
             " RETURNING seq, id, created_at",
             {
                 "count": len(entries),
@@ -74,6 +77,7 @@ def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> N
                 "types": types,
                 "submissions": submission_ids,
                 "payloads": payloads,
+                "traces": [traces[submission_id] for submission_id in submission_ids],
             },
         )
         # In seq order, which is the entries' order.
@@ -86,11 +90,27 @@ def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> N
             type=event_type,
             submission_id=submission_id,
             payload=payload,
+            trace_id=traces[submission_id],
             created_at=created_at,
         )
         for (seq, event_id, created_at), (submission_id, (event_type, payload)) in zip(rows, entries, strict=True)
     ]
     outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
+
+
+def _trace_id(submission_id) -> str:
+    """The trace of the run the events belong to.
+
+    Inside a span it is the current trace: every span of a run continues the run's persisted context. Outside
+    one (a cancel, a staff decision, the sweeper) it is read from the run.
+    """
+    if not telemetry.enabled():
+        return ""
+    current = telemetry.current_trace_id()
+    if current or submission_id is None:
+        return current
+    traceparent = Run.objects.filter(submission_id=submission_id).values_list("traceparent", flat=True).first()
+    return telemetry.trace_id_of(traceparent or "")
 
 
 def allocate_sequences(conversation_id, *, events: int, messages: int) -> tuple[int, int]:

@@ -13,6 +13,7 @@ The one module that knows runtime, tools and rebyte together (DESIGN §1.4, §5;
   whose outcome is unknown parks the run until reconciliation decides.
 """
 
+import contextvars
 import logging
 import os
 import queue
@@ -27,6 +28,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from impo import telemetry
 from rebyte import services as rebyte_services
 from rebyte.client import ProviderError, RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
@@ -65,12 +67,14 @@ def worker_identity() -> str:
 
 def execute_run(run_id, worker_id: str) -> None:
     claimed = _claim(run_id, worker_id)
+    telemetry.annotate({"impo.run.claimed": claimed is not None, "impo.worker": worker_id})
     if claimed is None:
         return
     lease = claimed.lease
     with provider_gateway() as gateway, _Heartbeat(lease) as heartbeat:
         try:
-            _RunDriver(claimed, gateway, heartbeat).drive()
+            with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
+                _RunDriver(claimed, gateway, heartbeat).drive()
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
@@ -179,7 +183,11 @@ class _LiveStream:
         self.events: queue.Queue = queue.Queue()
         self.connected = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, name=f"live-{session_remote_id}", daemon=True)
+        # The reader runs in the caller's context, so its provider spans belong to the run's trace.
+        reader = contextvars.copy_context().run
+        self._thread = threading.Thread(
+            target=reader, args=(self._read,), name=f"live-{session_remote_id}", daemon=True
+        )
 
     def __enter__(self):
         self._thread.start()

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from impo import telemetry
+
 
 class ConversationKind(models.TextChoices):
     MAIN_CHAT = "main_chat"
@@ -194,6 +196,9 @@ class Run(models.Model):
     retries = models.PositiveSmallIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The W3C trace context of the run's admission ('' when tracing was off): every later span of the run,
+    # in whichever process, continues it, so one run is one trace.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -208,10 +213,16 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["state", "lease_expires_at"], name="runtime_run_claimable"),
             models.Index(fields=["owner"], condition=Q(state__in=COUNTED_RUN_STATES), name="runtime_run_owner_counted"),
+            # `/metrics` reads the claim latency of the runs first claimed in a recent window.
+            models.Index(fields=["started_at"], name="runtime_run_started"),
         ]
 
     def __str__(self):
         return f"run {self.id} ({self.state})"
+
+    @property
+    def trace_id(self) -> str:
+        return telemetry.trace_id_of(self.traceparent)
 
     @property
     def is_terminal(self) -> bool:
@@ -259,6 +270,8 @@ class Event(models.Model):
     type = models.CharField(max_length=40, choices=EventType.choices)
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
     payload = models.JSONField(default=dict)
+    # The trace of the run the event belongs to ('' when tracing was off), to find its spans from the log.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -10,5 +10,7 @@ def event_to_wire(event: Event) -> dict:
         "conversationId": str(event.conversation_id),
         "submissionId": str(event.submission_id) if event.submission_id else None,
         "payload": event.payload,
+        # The run's trace, for support to find its spans; null when tracing was off.
+        "traceId": event.trace_id or None,
         "createdAt": event.created_at.isoformat(),
     }

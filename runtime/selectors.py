@@ -71,6 +71,7 @@ def submission_to_wire(submission: Submission) -> dict:
         ),
         "createdAt": submission.created_at.isoformat(),
         "updatedAt": run.updated_at.isoformat(),
+        "traceId": run.trace_id or None,
     }
 
 
@@ -282,3 +283,8 @@ def carry_of(conversation_id, before_sequence: int) -> str:
         turn = f"User: {submission.user_message.text}\nAssistant: {submission.assistant_message.text}"
         turns.append(turn if len(turn) <= CARRY_TURN_CHARACTERS else turn[: CARRY_TURN_CHARACTERS - 1] + "…")
     return "\n\n".join(turns)[:CARRY_TOTAL_CHARACTERS]
+
+
+def run_traceparent(run_id) -> str:
+    """The trace context persisted at the run's admission ('' for none, or no such run)."""
+    return Run.objects.filter(id=run_id).values_list("traceparent", flat=True).first() or ""

@@ -142,6 +142,9 @@ class SubmissionSerializer(serializers.Serializer):
     error = ErrorOutSerializer(allow_null=True)
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
+    traceId = serializers.CharField(
+        allow_null=True, help_text="The run's OpenTelemetry trace id (32 hex digits); null when tracing was off."
+    )
 
 
 class ToolStateSerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from impo import telemetry
 from impo.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.events import append_events, batched
@@ -286,6 +287,7 @@ class _Outcome:
 _COUNTED_STATES_SQL = ", ".join(f"'{state}'" for state in COUNTED_RUN_STATES)
 
 
+@telemetry.traced("impo.admission", attributes=lambda owner, *_, **__: {"impo.owner.id": owner.pk})
 def _admit(owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> Receipt:
     """Admits the message inside the caller's transaction: the `queue` case in one statement, others under locks."""
     receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=False)
@@ -380,6 +382,7 @@ def _admission_statement(
     event.seq, event.created_at = outcome.event_seq, outcome.event_created_at
     # Read back as the ORM reads a JSON column (the driver hands jsonb over as text).
     event.payload = Event._meta.get_field("payload").from_db_value(outcome.event_payload, None, connection)
+    telemetry.annotate({"impo.run.id": statement.run.id, "impo.submission.id": statement.submission.id})
     # The wake-up goes first so a worker starts as early as possible; the live push is only a hint.
     outbound.wake_run(statement.run.id)
     outbound.publish_events(outcome.conversation_id, [event_to_wire(event)])
@@ -419,8 +422,11 @@ def admission_statement(
         device_id=command.device_id,
         client_context=command.client_context,
     )
-    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now)
-    event = Event(submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED)
+    # The run carries the admission's trace context: every later span of the run, in whatever process, joins it.
+    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now, traceparent=telemetry.traceparent())
+    event = Event(
+        submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED, trace_id=telemetry.current_trace_id()
+    )
     params = {
         "owner": owner.pk,
         "cap": active_run_cap,

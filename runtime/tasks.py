@@ -1,9 +1,12 @@
 from celery import shared_task
 
-from runtime import execution
+from impo import telemetry
+from runtime import execution, selectors
 
 
 @shared_task(name="runtime.execute_run")
 def execute_run(run_id: str) -> None:
-    # A wake-up only: the run's lease, not this message, decides whether this worker executes it.
-    execution.execute_run(run_id, execution.worker_identity())
+    # A wake-up only: the run's lease, not this message, decides whether this worker executes it. Every wake-up
+    # (a redelivery, a successor's) is a span of the run's own trace.
+    with telemetry.span("impo.run", {"impo.run.id": run_id}, parent=lambda: selectors.run_traceparent(run_id)):
+        execution.execute_run(run_id, execution.worker_identity())

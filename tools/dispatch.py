@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
+from impo import telemetry
 from runtime.models import Run
 from tools import services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
@@ -27,6 +28,18 @@ from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavai
 Fence = Callable[[], AbstractContextManager[Run]]
 
 
+def _call_attributes(call: ToolCall, **_) -> dict:
+    return {"impo.run.id": call.run_id, "impo.tool.call_id": call.call_id, "impo.tool.name": call.tool_name}
+
+
+def _dispatch_outcome(receipt: ToolReceipt | None) -> dict:
+    if receipt is None:
+        return {"impo.tool.outcome": "awaiting_device"}
+    error = receipt.result.get("error")
+    return {"impo.tool.outcome": "error" if error else "ok", "impo.tool.error_code": error and error.get("code")}
+
+
+@telemetry.traced("impo.tool.dispatch", attributes=_call_attributes, outcome=_dispatch_outcome)
 def settle(call: ToolCall, *, fence: Fence, check: Callable[[], None]) -> ToolReceipt | None:
     """The call's receipt, acting if it has none yet; None for a device call still in its device's hands.
 

@@ -146,6 +146,9 @@ class DeviceInvocation(models.Model):
     # The device's report exactly as posted, so an identical retry can be told from a conflicting one.
     result = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # The trace context of the span that created it: the device's claim and result, answered later over HTTP,
+    # are traced as its children.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -126,3 +126,8 @@ def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]
             }
         )
     return states
+
+
+def invocation_traceparent(invocation_id) -> str:
+    """The trace context the invocation was created in ('' for none, or no such invocation)."""
+    return DeviceInvocation.objects.filter(id=invocation_id).values_list("traceparent", flat=True).first() or ""

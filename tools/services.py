@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from impo import telemetry
 from impo.errors import Conflict, Gone, NotFound
 from runtime.events import append_events
 from runtime.models import EventType, Run
@@ -25,7 +26,7 @@ from tools.models import (
     ToolReceipt,
 )
 from tools.registry import ToolDefinition
-from tools.selectors import device_for_submission, offered_tool, staff_finding
+from tools.selectors import device_for_submission, invocation_traceparent, offered_tool, staff_finding
 
 
 def tool_result_text(result: dict) -> str:
@@ -91,6 +92,11 @@ def _locked_call(run: Run, call_id: str) -> ToolCall:
 # --- worker side, inside the run's fenced transaction ---------------------------------------------------
 
 
+def _call_attributes(run: Run, **arguments) -> dict:
+    return {"impo.run.id": run.id, "impo.tool.call_id": arguments["call_id"], "impo.tool.name": arguments["name"]}
+
+
+@telemetry.traced("impo.tool.record", attributes=_call_attributes)
 def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
     """Records a provider's function call once per run; a redelivery (a successor, a re-read) finds it.
 
@@ -120,8 +126,12 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
     requested = _requested_payload(call)
     if device is not None:
         invocation = DeviceInvocation.objects.create(
-            tool_call=call, device=device, expires_at=timezone.now() + timedelta(seconds=definition.timeout)
+            tool_call=call,
+            device=device,
+            expires_at=timezone.now() + timedelta(seconds=definition.timeout),
+            traceparent=telemetry.traceparent(),
         )
+        telemetry.annotate({"impo.device_invocation.id": invocation.id, "impo.device.id": device.id})
         call.transition_to(ToolCallState.DISPATCHED)
         call.attempts = 1
         call.save()
@@ -344,6 +354,15 @@ def _refuse_if_gone(run: Run, invocation: DeviceInvocation) -> None:
         raise Gone(_GONE[InvocationStatus.EXPIRED][1], code="invocation_expired")
 
 
+def _invocation_attributes(**arguments) -> dict:
+    return {"impo.device_invocation.id": arguments["invocation_id"], "impo.device.id": arguments["device_id"]}
+
+
+def _invocation_trace(**arguments) -> str:
+    return invocation_traceparent(arguments["invocation_id"])
+
+
+@telemetry.traced("impo.device_invocation.claim", attributes=_invocation_attributes, parent=_invocation_trace)
 def claim_invocation(*, owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> DeviceInvocation:
     with transaction.atomic(durable=True):
         run, invocation = _locked_invocation(owner, invocation_id, device_id)
@@ -377,6 +396,7 @@ def claim_invocation(*, owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -
         return invocation
 
 
+@telemetry.traced("impo.device_invocation.result", attributes=_invocation_attributes, parent=_invocation_trace)
 def complete_invocation(
     *, owner, invocation_id: uuid.UUID, device_id: uuid.UUID, execution_id: uuid.UUID, report: dict
 ) -> bool:

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 
+from impo import telemetry
 from rebyte.provider import provider_gateway
 from runtime import execution, services
 
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Sweep once and exit.")
 
     def handle(self, *args, interval: float, once: bool, **options):
+        telemetry.configure("impo-sweeper")
         while True:
             try:
                 self._sweep()

@@ -3,6 +3,7 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from impo import telemetry
 from scheduling.worker import run_worker
 
 
@@ -14,6 +15,8 @@ class Command(BaseCommand):
         parser.add_argument("--discovery-interval", type=float, default=None, help="Seconds between passes.")
 
     def handle(self, *args, task_queue: str | None, discovery_interval: float | None, **options):
+        # Occurrences are admitted here: their runs' traces start in this process.
+        telemetry.configure("impo-scheduler")
         asyncio.run(
             run_worker(
                 task_queue=task_queue or settings.TEMPORAL_TASK_QUEUE,

@@ -1,0 +1,132 @@
+"""`/metrics`, scraped from the real web process and read with Prometheus's own text parser: the figures are what
+the database and the other processes (a worker meeting provider faults) made them, and only staff or the scraper's
+token may read them."""
+
+import secrets
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.authtoken.models import Token
+
+from runtime.models import Run, RunState
+from tests.factories import UserFactory
+from tests.processes import start_web, wait_until
+from tests.security.handshake import session_cookie
+
+# The SDK tries an idempotent read this many times (its own retries) before the listing counts as failed.
+LISTING_ATTEMPTS = 3
+MESSAGES = 3
+
+
+@pytest.fixture
+def metrics_token():
+    return secrets.token_urlsafe(32)
+
+
+@pytest.fixture
+def web(stack, metrics_token):
+    stack.env["IMPO_METRICS_TOKEN"] = metrics_token
+    _, url = start_web(stack)
+    return url
+
+
+def bearer(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def token_of(user) -> str:
+    return Token.objects.create(user=user).key
+
+
+def scrape(web: str, headers: dict) -> dict[str, dict[tuple, float]]:
+    """{family name: {sorted label items: value}} of one scrape."""
+    response = httpx.get(f"{web}/metrics", headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"].startswith("text/plain")
+    return {
+        family.name: {tuple(sorted(sample.labels.items())): sample.value for sample in family.samples}
+        for family in text_string_to_metric_families(response.text)
+    }
+
+
+def provider_errors(figures, operation: str, kind: str) -> float:
+    return figures.get("impo_provider_errors", {}).get((("kind", kind), ("operation", operation)), 0)
+
+
+def post_messages(web: str, key: str, count: int) -> None:
+    for number in range(count):
+        response = httpx.post(
+            f"{web}/api/v1/conversation/messages",
+            json={"clientMessageId": f"m-{number}", "text": f"message {number}"},
+            headers=bearer(key),
+        )
+        assert response.status_code == 202, response.text
+
+
+def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_provider_failures(
+    stack, web, metrics_token, rebyte_double
+):
+    owner_key = token_of(UserFactory())
+    before = scrape(web, bearer(metrics_token))
+    post_messages(web, owner_key, MESSAGES)
+
+    queued = scrape(web, bearer(metrics_token))
+    assert queued["impo_queue_depth"][()] == MESSAGES
+    assert queued["impo_runs"][(("state", "queued"),)] == MESSAGES
+    assert sum(queued["impo_runs"].values()) == MESSAGES
+    assert queued["impo_run_claims_recent"][()] == 0
+
+    # The agent's create loses its answer and the listing that would settle it fails (5xx): the first run parks,
+    # and the two behind it in the conversation wait for it.
+    rebyte_double.fault("create_agent", "drop_response")
+    rebyte_double.fault("list_agents", "http_error", status=503, times=LISTING_ATTEMPTS)
+    stack.start_worker()
+    wait_until(
+        lambda: Run.objects.filter(state=RunState.PENDING_RECONCILIATION).exists(), timeout=60, what="a parked run"
+    )
+
+    after = scrape(web, bearer(metrics_token))
+    assert after["impo_runs"][(("state", "pending_reconciliation"),)] == 1
+    assert after["impo_runs"][(("state", "queued"),)] == MESSAGES - 1
+    assert after["impo_queue_depth"][()] == MESSAGES - 1
+    assert after["impo_pending_reconciliations"][(("kind", "run"),)] == 1
+    assert after["impo_pending_reconciliations"][(("kind", "creation_intent"),)] == 1
+    assert after["impo_pending_reconciliations"][(("kind", "tool_call"),)] == 0
+    assert after["impo_run_claims_recent"][()] == 1
+    latencies = after["impo_run_claim_latency_seconds"]
+    assert set(latencies) == {(("quantile", q),) for q in ("0.5", "0.9", "0.99", "1")}
+    assert all(value >= 0 for value in latencies.values())
+    assert (
+        provider_errors(after, "create_agent", "unknown_outcome")
+        - provider_errors(before, "create_agent", "unknown_outcome")
+        == 1
+    )
+    assert (
+        provider_errors(after, "list_agents", "unavailable") - provider_errors(before, "list_agents", "unavailable")
+        == 1
+    )
+
+
+def test_metrics_are_refused_to_anonymous_callers_wrong_tokens_and_users_who_are_not_staff(stack, web):
+    anonymous = httpx.get(f"{web}/metrics")
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "unauthorized"
+    assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+
+    assert httpx.get(f"{web}/metrics", headers=bearer("not-the-metrics-token")).status_code == 401
+
+    user = UserFactory()
+    by_token = httpx.get(f"{web}/metrics", headers=bearer(token_of(user)))
+    assert by_token.status_code == 403
+    assert by_token.json()["error"]["code"] == "forbidden"
+    assert "requestId" in by_token.json()
+    by_session = httpx.get(f"{web}/metrics", headers={"Cookie": session_cookie(web, user)})
+    assert by_session.status_code == 403
+
+
+def test_staff_read_metrics_with_their_session_or_their_token(stack, web):
+    staff = UserFactory(is_staff=True)
+
+    assert "impo_queue_depth" in scrape(web, bearer(token_of(staff)))
+    assert "impo_queue_depth" in scrape(web, {"Cookie": session_cookie(web, staff)})

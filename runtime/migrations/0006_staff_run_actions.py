@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0003_provider_fields_move_to_rebyte'),
+        ('runtime', '0005_message_policy'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

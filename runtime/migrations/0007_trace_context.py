@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0003_provider_fields_move_to_rebyte'),
+        ('runtime', '0006_staff_run_actions'),
     ]
 
     operations = [

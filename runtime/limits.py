@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 ADMISSION_WINDOW_SECONDS = 60.0
 # Runs that hold or wait for a worker and a provider turn; pending_reconciliation waits on staff, not the user.
-COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE)
+COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL)
 ACTIVE_RUNS_RETRY_AFTER_SECONDS = 10
 # A stream or socket refreshes its slot well within this; one whose process died frees it after this long.
 SLOT_TTL_SECONDS = 60.0

@@ -4,7 +4,10 @@ save_note is made to need approval (the operator setting) so a call's single exe
 the notes table; play_sound needs it by default.
 """
 
+import json
+import subprocess
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +17,7 @@ from runtime.models import Event, EventType, Run, RunState
 from tests.processes import start_web, wait_until
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
 
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
 SAVE_MILK = '/tool save_note {"text": "buy milk"}'
 
 
@@ -217,3 +221,42 @@ def test_an_approved_device_call_runs_on_the_device(stack, api):
     run = settled_run(submission_id)
     assert run.state == RunState.COMPLETED
     assert run.submission.assistant_message.text == 'Tool play_sound returned: "played"'
+
+
+def read_with_the_ai_sdk(url: str, token: str) -> dict:
+    result = subprocess.run(
+        ["node", "read_ui_message_stream.mjs", url, token], cwd=JS_DIR, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("decision, state", [("approve", "output-available"), ("deny", "output-denied")])
+def test_the_ai_sdk_reads_the_approval_request_and_its_outcome(approval_stack, api, user, decision, state):
+    _, base_url = start_web(approval_stack)
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+    token = Token.objects.get_or_create(user=user)[0].key
+    url = f"{base_url}/api/v1/submissions/{submission_id}/stream"
+    pending = approval_request_chunk(url, token)
+    assert pending == {"type": "tool-approval-request", "approvalId": str(call.id), "toolCallId": call.call_id}
+
+    answer(api, call, decision)
+    read = read_with_the_ai_sdk(url, token)
+
+    assert (read["finished"], read["errors"]) == (True, [])
+    [tool] = [part for part in read["message"]["parts"] if part["type"] == "tool-save_note"]
+    assert (tool["toolCallId"], tool["state"], tool["approval"]["id"]) == (call.call_id, state, str(call.id))
+    assert tool["input"] == {"text": "buy milk"}
+
+
+def approval_request_chunk(url: str, token: str) -> dict:
+    """The stream's `tool-approval-request` chunk, read raw while the run waits (the stream stays open)."""
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line.removeprefix("data: "))
+                if chunk["type"] == "tool-approval-request":
+                    return chunk
+    raise AssertionError("the stream ended without a tool-approval-request")

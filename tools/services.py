@@ -328,17 +328,19 @@ def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalA
         answer=answer.to_record(),
         decided_by=decided_by,
     )
+    # A server call is dispatched by the worker woken for the run, under the receipt that guards every call;
+    # a device call's one dispatch is its invocation, opened now (or refused if no device can run it any more).
     decided = _decided_payload(call, approval)
-    if not definition.device:
-        _events(run, [(EventType.TOOL_APPROVAL_DECIDED, decided)])
-        return  # the worker woken for the run dispatches it, under the receipt that guards every call
-    device = device_for_submission(run.submission, tool_name=call.tool_name)
-    if device is None:
-        _events(run, [(EventType.TOOL_APPROVAL_DECIDED, decided)])
-        _save_receipt(run, call, _no_device(call.tool_name))
-        return
-    decided["device"] = _open_invocation(call, definition, device)
+    refusal = None
+    if definition.device:
+        device = device_for_submission(run.submission, tool_name=call.tool_name)
+        if device is None:
+            refusal = _no_device(call.tool_name)
+        else:
+            decided["device"] = _open_invocation(call, definition, device)
     _events(run, [(EventType.TOOL_APPROVAL_DECIDED, decided)])
+    if refusal is not None:
+        _save_receipt(run, call, refusal)
 
 
 # Why a decided approval takes no answer any more, when no person decided it.

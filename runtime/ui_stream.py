@@ -202,7 +202,7 @@ class UIMessageStream:
         if payload["decision"] == "denied":
             self.denied_calls.add(payload["toolCallId"])
             return [{"type": "tool-output-denied", "toolCallId": payload["toolCallId"]}]
-        chunks = [self.status("running")]
+        chunks = [self.status("queued")]  # back in the queue; `run.started` says when a worker has it
         if payload["outcome"] == "edited":
             # The part shows what runs: the arguments its owner edited, not those the agent asked for.
             chunks.append(

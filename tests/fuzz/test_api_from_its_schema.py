@@ -43,7 +43,8 @@ EVERY_CHECK = (
 
 # Rules the schema cannot state, so a schema-valid request may still be refused with a 400:
 # - a scheduled task's `runAt` must lie in the future and its cron fields must form an expression that fires;
-# - a runs-page cursor is opaque: only one this endpoint returned decodes.
+# - a runs-page cursor is opaque: only one this endpoint returned decodes;
+# - an approval's edited `arguments` must fit the called tool's own schema, and only a denial has a `reason`.
 CONFIG_TEMPLATE = """
 [checks]
 {every_check}
@@ -57,6 +58,10 @@ checks.positive_data_acceptance.enabled = false
 
 [[operations]]
 include-path = "/api/v1/scheduled-tasks/{{plan_id}}/runs/"
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/api/v1/tool-calls/{{tool_call_id}}/approval"
 checks.positive_data_acceptance.enabled = false
 """
 

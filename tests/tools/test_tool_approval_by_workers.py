@@ -24,6 +24,9 @@ SAVE_MILK = '/tool save_note {"text": "buy milk"}'
 @pytest.fixture
 def approval_stack(stack):
     stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
+    # As in production: a wake-up can miss its run (a claim skips a row another transaction locks, such as a
+    # second answer or a device's report), and the sweeper sends another.
+    stack.start_sweeper()
     return stack
 
 
@@ -68,7 +71,6 @@ def tool_results_sent(rebyte_double) -> list[dict]:
 
 def test_an_approval_survives_a_worker_sigkill_and_the_tool_runs_once(approval_stack, api, rebyte_double):
     doomed = approval_stack.start_worker("doomed")
-    approval_stack.start_sweeper()
     submission_id = post_message(api, SAVE_MILK)
     call = parked(submission_id)
     assert run_of(submission_id).lease_owner == ""
@@ -118,9 +120,8 @@ def test_an_edited_call_runs_with_the_owners_arguments(approval_stack, api):
 
 
 def test_an_unanswered_call_is_denied_at_its_deadline_with_no_client_connected(approval_stack, api, rebyte_double):
-    approval_stack.env["IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS"] = "2"
+    approval_stack.env["IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS"] = "2"  # set by the worker that asks
     approval_stack.start_worker()
-    approval_stack.start_sweeper()
 
     run = settled_run(post_message(api, SAVE_MILK))
 
@@ -195,6 +196,7 @@ def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, use
 def test_an_approved_device_call_runs_on_the_device(stack, api):
     stack.env["IMPO_TOOL_APPROVAL"] = ""  # the default: play_sound needs approval
     stack.start_worker()
+    stack.start_sweeper()
     device_id = api.post(
         "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
     ).json()["deviceId"]

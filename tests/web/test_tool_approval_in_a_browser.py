@@ -9,8 +9,10 @@ SAVE_MILK = '/tool save_note {"text": "buy milk"}'
 
 @pytest.fixture
 def save_note_needs_approval(stack):
-    # Listed before `browser_page` in a test's arguments, so the web and worker processes start with it.
+    # Listed before `browser_page` in a test's arguments, so the web and worker processes start with it; the
+    # sweeper re-sends a wake-up whose claim skipped the run while another transaction held it (as in production).
     stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
+    stack.start_sweeper()
 
 
 def test_a_call_is_approved_after_a_reload_and_runs(save_note_needs_approval, browser_page, user):

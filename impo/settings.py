@@ -247,6 +247,12 @@ IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5
 IMPO_REWAKE_AFTER_SECONDS = env.float("IMPO_REWAKE_AFTER_SECONDS", default=15.0)
 # How long a device has to claim and answer a device tool call before its outcome counts as uncertain.
 IMPO_DEVICE_TOOL_TIMEOUT_SECONDS = env.float("IMPO_DEVICE_TOOL_TIMEOUT_SECONDS", default=60.0)
+# Tool approval (README "Tool approval"): how long a call waits for its owner's answer before it is denied
+# (`approval_timeout`), and per-tool overrides of the definitions' policies, e.g. `save_note=always,play_sound=never`.
+IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS = env.float("IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS", default=15 * 60.0)
+IMPO_TOOL_APPROVAL = env.dict("IMPO_TOOL_APPROVAL", default={})
+if set(IMPO_TOOL_APPROVAL.values()) - {"never", "always"}:
+    raise ImproperlyConfigured("IMPO_TOOL_APPROVAL maps tool names to 'never' or 'always'")
 
 # Main Chat session rotation (DESIGN §3).
 IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)

@@ -22,6 +22,8 @@ from runtime.serializers import (
     TaskListSerializer,
     TaskReceiptSerializer,
 )
+from tools.selectors import approval_to_wire
+from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
 
 # Commands that start a run are limited per user (429 rate_limited with Retry-After).
 ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
@@ -173,3 +175,16 @@ class SubmissionCancelView(IcaAPIView):
         validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)
         return Response(selectors.submission_to_wire(selectors.submission_for_owner(request.user, submission_id)))
+
+
+class ToolCallApprovalView(IcaAPIView):
+    """Approve, deny or edit a call waiting for its owner (README "Tool approval"); any device, any time."""
+
+    @extend_schema(
+        request=ToolApprovalAnswerSerializer,
+        responses=responses({200: ToolApprovalSerializer}, 404, 409, 410, *WRITE_ERRORS),
+    )
+    def post(self, request, tool_call_id: uuid.UUID):
+        answer = validated(ToolApprovalAnswerSerializer, request.data).to_answer()
+        approval, replayed = services.answer_tool_approval(owner=request.user, tool_call_id=tool_call_id, answer=answer)
+        return Response({**approval_to_wire(approval), "replayed": replayed})

@@ -9,6 +9,8 @@ The one module that knows runtime, tools and rebyte together (DESIGN §1.4, §5;
 - what one read brings is applied in one fenced transaction, with the count of characters projected per
   item, so a successor after a crash projects only the rest;
 - tool results are saved before they are sent back, as `tool_result` events keyed by the call;
+- a call that needs its owner's approval parks the run, holding no worker, until the answer (or its
+  deadline, or a cancel) requeues it; the successor then dispatches the call or sends its denial;
 - a provider that is unavailable gives the run back with capped backoff (never failing it); a create
   whose outcome is unknown parks the run until reconciliation decides.
 """
@@ -37,7 +39,7 @@ from runtime import selectors, services
 from runtime.models import Run, RunState, StaffRunActionOutcome
 from tools import dispatch
 from tools import services as tool_services
-from tools.models import ToolCall, ToolReceipt
+from tools.models import ToolCall, ToolCallState, ToolReceipt
 from tools.selectors import catalog_for_run
 
 logger = logging.getLogger(__name__)
@@ -393,6 +395,7 @@ class _RunDriver:
     def _apply_truth(self, session: RemoteSession, turn) -> bool:
         """Projects what the items hold, answers waiting function calls, ends the run on a terminal turn.
 
+        True once this worker is done with the run: it ended, or it was parked for a call's approval.
         The turn is read before the items, so the items of a turn seen terminal are complete.
         """
         items = self.gateway.list_items(session.remote_id)
@@ -423,7 +426,7 @@ class _RunDriver:
         if turn.status == "waiting":
             remote = self.gateway.get_session(session.remote_id)
             actions = [a for a in remote.required_actions if a.type == "function_call" and a.turn_id == turn.id]
-            self._answer(session, turn.id, actions)
+            return self._answer(session, turn.id, actions)
         return False
 
     def _apply_live(self, events: list) -> bool:
@@ -483,12 +486,18 @@ class _RunDriver:
 
     # --- function calls ---------------------------------------------------------------------------
 
-    def _answer(self, session: RemoteSession, turn_id: str, actions: list) -> None:
+    def _answer(self, session: RemoteSession, turn_id: str, actions: list) -> bool:
+        """Settles and sends each call's result; True when a call awaits approval and the run was parked."""
         for action in actions:
             with self.fence() as run:
                 call = tool_services.record_call(
                     run, call_id=action.call_id, name=action.name, arguments=action.arguments
                 )
+                if call.state == ToolCallState.AWAITING_APPROVAL:
+                    services.await_approval(run)
+            if call.state == ToolCallState.AWAITING_APPROVAL:
+                logger.info("run %s: call %s awaits approval; the run is parked", self.run.id, call.call_id)
+                return True
             call = ToolCall.objects.select_related("run__submission__owner").get(id=call.id)
             receipt = dispatch.settle(call, fence=self.fence, check=self.heartbeat.check)
             if receipt is None:
@@ -508,6 +517,7 @@ class _RunDriver:
             )
             with self.fence() as run:
                 tool_services.mark_submitted(run, [receipt.id])
+        return False
 
     def _await_device(self, call: ToolCall) -> ToolReceipt:
         """Waits, holding the lease, until the device answers, the deadline passes or the run is cancelled."""

@@ -130,6 +130,8 @@ class RunState(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING_DEVICE = "waiting_device"
+    # Parked, holding no worker, until every call of it awaiting approval is answered (or denied by its deadline).
+    WAITING_APPROVAL = "waiting_approval"
     PENDING_RECONCILIATION = "pending_reconciliation"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -140,7 +142,7 @@ TERMINAL_RUN_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.C
 ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
 # Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
 # pending_reconciliation waits on staff, not the user.
-COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE)
+COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL)
 # States in which a worker holds the run under a lease.
 LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)
 
@@ -148,11 +150,20 @@ LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)
 _RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.FAILED}),
     RunState.RUNNING: frozenset(
-        {RunState.QUEUED, RunState.WAITING_DEVICE, RunState.PENDING_RECONCILIATION, *TERMINAL_RUN_STATES}
+        {
+            RunState.QUEUED,
+            RunState.WAITING_DEVICE,
+            RunState.WAITING_APPROVAL,
+            RunState.PENDING_RECONCILIATION,
+            *TERMINAL_RUN_STATES,
+        }
     ),
     RunState.WAITING_DEVICE: frozenset(
         {RunState.RUNNING, RunState.QUEUED, RunState.PENDING_RECONCILIATION, *TERMINAL_RUN_STATES}
     ),
+    # Answered, timed out or cancelled: back to the queue, for a worker to give the agent its result (or
+    # relay the cancel to the provider, whose turn is still waiting on the call).
+    RunState.WAITING_APPROVAL: frozenset({RunState.QUEUED}),
     RunState.PENDING_RECONCILIATION: frozenset({RunState.QUEUED, *TERMINAL_RUN_STATES}),
     RunState.COMPLETED: frozenset(),
     RunState.FAILED: frozenset(),
@@ -209,6 +220,11 @@ class Run(models.Model):
                 condition=~Q(state="running") | Q(lease_expires_at__isnull=False),
                 name="runtime_running_run_has_lease",
             ),
+            # Parked for approval means no worker: nothing may hold, renew or expire a lease on it.
+            models.CheckConstraint(
+                condition=~Q(state="waiting_approval") | Q(lease_expires_at__isnull=True, lease_owner=""),
+                name="runtime_waiting_approval_run_has_no_lease",
+            ),
         ]
         indexes = [
             models.Index(fields=["state", "lease_expires_at"], name="runtime_run_claimable"),
@@ -256,6 +272,8 @@ class EventType(models.TextChoices):
     TOOL_ACCEPTED = "tool.accepted"
     TOOL_COMPLETED = "tool.completed"
     TOOL_UNCERTAIN = "tool.uncertain"
+    TOOL_APPROVAL_REQUESTED = "tool.approval_requested"
+    TOOL_APPROVAL_DECIDED = "tool.approval_decided"
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"

@@ -29,6 +29,7 @@ _TASK_STATUS_BY_RUN_STATE = {
     RunState.QUEUED: "queued",
     RunState.RUNNING: "in_progress",
     RunState.WAITING_DEVICE: "in_progress",
+    RunState.WAITING_APPROVAL: "in_progress",
     RunState.PENDING_RECONCILIATION: "in_progress",
     RunState.COMPLETED: "completed",
     RunState.FAILED: "failed",

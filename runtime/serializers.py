@@ -9,6 +9,7 @@ from impo.time_zones import iana_time_zone_names
 from runtime.models import MessagePolicy, MessageRole, MessageStatus, RunState
 from runtime.selectors import TASK_STATUSES
 from runtime.services import TASK_TITLE_MAX, MessageCommand
+from tools.models import ApprovalOutcome, ApprovalStatus
 
 MESSAGE_TEXT_MAX = 32_768
 TASK_FIRST_MESSAGE_MAX = 4_000
@@ -147,11 +148,21 @@ class SubmissionSerializer(serializers.Serializer):
     )
 
 
+class ToolApprovalStateSerializer(serializers.Serializer):
+    approvalId = serializers.UUIDField(help_text="Answered at POST /api/v1/tool-calls/{approvalId}/approval.")
+    status = serializers.ChoiceField(choices=ApprovalStatus.choices)
+    outcome = serializers.ChoiceField(choices=ApprovalOutcome.choices, allow_null=True)
+    expiresAt = serializers.DateTimeField()
+
+
 class ToolStateSerializer(serializers.Serializer):
     toolCallId = serializers.CharField()
     toolName = serializers.CharField()
-    state = serializers.ChoiceField(choices=["requested", "accepted", "completed", "failed", "uncertain"])
+    state = serializers.ChoiceField(
+        choices=["requested", "awaiting_approval", "accepted", "completed", "failed", "uncertain"]
+    )
     errorCode = serializers.CharField(allow_null=True)
+    approval = ToolApprovalStateSerializer(allow_null=True)
 
 
 class HistoryMessageSerializer(serializers.Serializer):

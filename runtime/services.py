@@ -43,6 +43,8 @@ from runtime.models import (
     Task,
 )
 from runtime.projection import event_to_wire
+from tools import selectors as tool_selectors
+from tools import services as tool_services
 from tools.models import Device
 
 TASK_TITLE_MAX = 120
@@ -807,6 +809,49 @@ def leave_waiting_device(run: Run) -> None:
         run.transition_to(RunState.RUNNING)
 
 
+def await_approval(run: Run) -> None:
+    """Parks the run (inside its fenced transaction) while one of its calls waits for its owner's answer.
+
+    No worker holds it meanwhile: the lease goes, and so does the attempt, since waiting for a person is no
+    crash. The answer, the deadline (the sweeper) or a cancel puts it back in the queue.
+    """
+    run.transition_to(RunState.WAITING_APPROVAL)
+    run.attempts = max(0, run.attempts - 1)
+    run.lease_owner = ""
+    run.lease_expires_at = None
+
+
+def _requeue_if_answered(run: Run) -> None:
+    """A locked run parked for approval goes back to the queue once none of its calls awaits an answer."""
+    if run.state != RunState.WAITING_APPROVAL or tool_selectors.has_pending_approval(run):
+        return
+    run.transition_to(RunState.QUEUED)
+    run.last_woken_at = timezone.now()
+    outbound.wake_run(run.id)
+
+
+def answer_tool_approval(*, owner, tool_call_id, answer: tool_services.ApprovalAnswer):
+    """The owner's approve / deny / edit of a call, and the run made claimable again, in one transaction.
+
+    Returns the approval and whether this answer replayed the recorded one. The run is locked before its
+    calls, as everywhere, so two devices answering at once take turns and one decision is recorded.
+    """
+    with transaction.atomic(durable=True):
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("submission")
+            .filter(tool_calls__id=tool_call_id, submission__owner=owner)
+            .first()
+        )
+        if run is None:
+            raise NotFound("No such tool call.")
+        approval, replay = tool_services.answer_approval(run, tool_call_id, answer, decided_by=owner)
+        if not replay:
+            _requeue_if_answered(run)
+            run.save()
+        return approval, replay
+
+
 def finish_run(lease: Lease, state: str, *, error: tuple[str, str, bool] | None = None) -> None:
     with fenced(lease) as run:
         finish_in_transaction(run, state, error=error)
@@ -945,7 +990,9 @@ def request_cancel(*, owner, submission_id) -> None:
 def _cancel(run: Run) -> str:
     """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome).
 
-    A run whose input never left is cancelled on the spot; a queued one is woken so a worker relays it."""
+    Its pending approvals are denied in the same transaction, under the run's lock taken first, so no answer can
+    approve one of them meanwhile. A run whose input never left is cancelled on the spot; a queued one, or one
+    parked on an approval, is woken so a worker relays the cancel to the provider."""
     if run.is_terminal:
         return StaffRunActionOutcome.ALREADY_FINISHED
     if run.cancel_requested_at is not None:
@@ -953,8 +1000,11 @@ def _cancel(run: Run) -> str:
     now = timezone.now()
     run.cancel_requested_at = now
     run.version += 1
+    tool_services.deny_for_cancel(run)
     if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
         _finish(run, RunState.CANCELLED, now=now)
+    elif run.state == RunState.WAITING_APPROVAL:
+        _requeue_if_answered(run)
     elif run.state == RunState.QUEUED:
         outbound.wake_run(run.id)  # a worker must relay it to the provider
     run.save()
@@ -1001,6 +1051,27 @@ def sweep_runs() -> SweepReport:
         for run_id in queued + expired:
             outbound.wake_run(run_id)
     return SweepReport(rewoken=len(queued), expired_leases=len(expired))
+
+
+def expire_tool_approvals() -> int:
+    """Denies approvals past their deadline (`approval_timeout`) and requeues their runs; returns how many.
+
+    The sweeper's part, so a deadline holds with no client connected. Runs are locked first (skipping those
+    an answer or a cancel holds: the next pass finds them if they still need it).
+    """
+    denied = 0
+    with transaction.atomic(durable=True):
+        runs = (
+            Run.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("submission")
+            .filter(id__in=tool_selectors.runs_with_expired_approvals(timezone.now()))
+            .order_by("id")[:SWEEP_BATCH]
+        )
+        for run in runs:
+            denied += tool_services.deny_expired(run)
+            _requeue_if_answered(run)
+            run.save()
+    return denied
 
 
 # --- staff decisions on runs left pending reconciliation -----------------------------------------

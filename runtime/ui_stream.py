@@ -7,6 +7,10 @@ Long phases (the agent starting before any text, a tool running, a device's turn
 `data-instant-step` chunks derived from the same events, so a client never looks idle while work happens.
 Every ending — completed, failed, cancelled — closes with the final status and `finish`; only a broken
 transport ends without it.
+
+A call waiting for its owner's approval is told as the AI SDK (v6) tells it: a `tool-approval-request`
+part (`approvalId` is what `POST /api/v1/tool-calls/{approvalId}/approval` answers), then, once answered,
+the call's output, or `tool-output-denied` for a denial (the agent itself gets the denial as a tool error).
 """
 
 from runtime.models import EventType
@@ -28,6 +32,7 @@ class UIMessageStream:
         self.submission_id = submission_id
         self.open_text_parts: list[str] = []
         self.running_steps: dict[str, dict] = {}
+        self.denied_calls: set[str] = set()
         self.finished = False
 
     def start(self) -> list[dict]:
@@ -55,7 +60,20 @@ class UIMessageStream:
             return self._tool_requested(payload)
         if kind == EventType.TOOL_ACCEPTED:
             return [self.status(payload.get("status", "running"))]
+        if kind == EventType.TOOL_APPROVAL_REQUESTED:
+            return [
+                {
+                    "type": "tool-approval-request",
+                    "approvalId": payload["approvalId"],
+                    "toolCallId": payload["toolCallId"],
+                },
+                self.status("waiting_approval"),
+            ]
+        if kind == EventType.TOOL_APPROVAL_DECIDED:
+            return self._approval_decided(payload)
         if kind == EventType.TOOL_COMPLETED:
+            if payload["toolCallId"] in self.denied_calls:
+                return []  # the denial was the call's outcome; its error receipt is for the agent
             if payload.get("error"):
                 return [
                     {
@@ -116,7 +134,26 @@ class UIMessageStream:
             )
         elif kind in (EventType.TOOL_COMPLETED, EventType.TOOL_UNCERTAIN):
             chunks.extend(self._tool_step_settled(kind, payload))
+        elif kind == EventType.TOOL_APPROVAL_REQUESTED:
+            chunks.append(
+                self._step(
+                    _tool_step_id(payload),
+                    "approval",
+                    f"Waiting for your approval to run {payload['toolName']}",
+                    "running",
+                    detail=f"Unanswered by {payload['expiresAt']}, it is denied.",
+                )
+            )
+        elif kind == EventType.TOOL_APPROVAL_DECIDED:
+            chunks.append(self._approval_step_decided(payload))
         return chunks
+
+    def _approval_step_decided(self, payload: dict) -> dict:
+        step_id = _tool_step_id(payload)
+        if payload["decision"] == "denied":
+            title = f"Waiting for your approval to run {payload['toolName']}"
+            return self._step(step_id, "approval", title, "failed", detail=_DENIAL_WORDS.get(payload["outcome"], ""))
+        return self._tool_step_requested(payload)
 
     def _tool_step_requested(self, payload: dict) -> dict:
         device = payload.get("device")
@@ -161,6 +198,31 @@ class UIMessageStream:
         self.open_text_parts.remove(part_id)
         return [{"type": "text-end", "id": part_id}]
 
+    def _approval_decided(self, payload: dict) -> list[dict]:
+        if payload["decision"] == "denied":
+            self.denied_calls.add(payload["toolCallId"])
+            return [{"type": "tool-output-denied", "toolCallId": payload["toolCallId"]}]
+        chunks = [self.status("queued")]  # back in the queue; `run.started` says when a worker has it
+        if payload["outcome"] == "edited":
+            # The part shows what runs: the arguments its owner edited, not those the agent asked for.
+            chunks.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": payload["toolCallId"],
+                    "toolName": payload["toolName"],
+                    "input": payload["input"],
+                }
+            )
+        return chunks + self._device_request(payload)
+
+    def _device_request(self, payload: dict) -> list[dict]:
+        device = payload.get("device")
+        if not device:
+            return []
+        return [
+            {"type": DEVICE_REQUEST_CHUNK, "data": {"schemaVersion": 1, "toolCallId": payload["toolCallId"], **device}}
+        ]
+
     def _tool_requested(self, payload: dict) -> list[dict]:
         chunks = [
             {
@@ -170,15 +232,7 @@ class UIMessageStream:
                 "input": payload["input"],
             }
         ]
-        device = payload.get("device")
-        if device:
-            chunks.append(
-                {
-                    "type": DEVICE_REQUEST_CHUNK,
-                    "data": {"schemaVersion": 1, "toolCallId": payload["toolCallId"], **device},
-                }
-            )
-        return chunks
+        return chunks + self._device_request(payload)
 
     def _finish(self, status: str, ending: dict | None = None) -> list[dict]:
         """Closes open text, then `error`|`abort` if the run did not complete, the final status and `finish`."""
@@ -198,6 +252,13 @@ _ENDS_RUN_STEP = frozenset(
         EventType.RUN_PENDING_RECONCILIATION,
     }
 )
+
+
+_DENIAL_WORDS = {
+    "approval_denied": "You denied it.",
+    "approval_timeout": "Nobody answered in time: it was denied.",
+    "run_cancelled": "The run was cancelled.",
+}
 
 
 def _tool_step_id(payload: dict) -> str:

@@ -3,7 +3,7 @@ from django.contrib import admin, messages
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline
 from impo.errors import ApplicationError
 from tools import services
-from tools.models import Device, DeviceInvocation, Note, ToolCall, ToolCallState, ToolReceipt
+from tools.models import Device, DeviceInvocation, Note, ToolApproval, ToolCall, ToolCallState, ToolReceipt
 
 _FINDING = {True: "did happen", False: "did not happen"}
 
@@ -68,6 +68,26 @@ class ToolCallAdmin(DeskActionsMixin, ReadOnlyAdmin):
     @admin.action(description="Uncertain calls: the action did not happen (record the finding)")
     def resolve_as_failed(self, request, queryset):
         self._resolve(request, queryset, succeeded=False)
+
+
+@admin.register(ToolApproval)
+class ToolApprovalAdmin(ReadOnlyAdmin):
+    """Calls waiting for their owner's answer (filter `pending`), oldest first: the owner decides, staff watch."""
+
+    list_display = ["tool_call", "tool_name", "owner", "status", "outcome", "expires_at", "created_at"]
+    list_filter = ["status", "outcome", "tool_call__tool_name"]
+    list_select_related = ["tool_call__run__submission__owner"]
+    ordering = ["created_at"]
+    search_fields = ["tool_call__call_id", "tool_call__run__id"]
+    readonly_fields = [field.name for field in ToolApproval._meta.fields]
+
+    @admin.display(description="tool")
+    def tool_name(self, approval):
+        return approval.tool_call.tool_name
+
+    @admin.display(description="owner")
+    def owner(self, approval):
+        return approval.tool_call.run.submission.owner
 
 
 @admin.register(DeviceInvocation)

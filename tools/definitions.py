@@ -34,6 +34,7 @@ def list_notes(call: ToolInvocation) -> dict:
 
 
 def save_note(call: ToolInvocation) -> dict:
+    # Writes only Impo's own database, so it needs no approval by default (an operator may ask for one).
     # Runs inside the transaction that saves the receipt; the note's unique source_call backs that up.
     note = Note.objects.create(owner=call.owner, text=call.arguments["text"], source_call_id=call.tool_call_id)
     return {"noteId": str(note.id)}
@@ -109,5 +110,7 @@ registry.register(
         contexts=MAIN_CHAT_ONLY,
         timeout_seconds=_device_tool_timeout,
         device=True,
+        # Sound in the user's room, not repeatable: by the derived default a person approves each call.
+        acts_outside_impo=True,
     )
 )

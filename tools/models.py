@@ -13,6 +13,8 @@ class SideEffect(models.TextChoices):
 
 class ToolCallState(models.TextChoices):
     REQUESTED = "requested"
+    AWAITING_APPROVAL = "awaiting_approval"  # a person must approve it before it is dispatched
+    APPROVED = "approved"  # approved (maybe with edited arguments), not dispatched yet
     DISPATCHED = "dispatched"
     ACCEPTED = "accepted"  # a device claimed it: the request was taken, the outcome is not known yet
     SUCCEEDED = "succeeded"
@@ -24,7 +26,13 @@ FINISHED_TOOL_CALL_STATES = frozenset({ToolCallState.SUCCEEDED, ToolCallState.FA
 
 _TOOL_CALL_TRANSITIONS: dict[str, frozenset[str]] = {
     # A call refused before dispatch (unknown tool, bad arguments) fails without ever acting.
-    ToolCallState.REQUESTED: frozenset({ToolCallState.DISPATCHED, ToolCallState.FAILED}),
+    ToolCallState.REQUESTED: frozenset(
+        {ToolCallState.AWAITING_APPROVAL, ToolCallState.DISPATCHED, ToolCallState.FAILED}
+    ),
+    # Denied (by its owner, its deadline or a cancel) it fails without ever acting.
+    ToolCallState.AWAITING_APPROVAL: frozenset({ToolCallState.APPROVED, ToolCallState.FAILED}),
+    # A device call is dispatched by its approval (its invocation opens then); no device left to run it fails it.
+    ToolCallState.APPROVED: frozenset({ToolCallState.DISPATCHED, ToolCallState.FAILED}),
     # dispatched -> dispatched is a retry of a read or a rolled-back transactional attempt.
     ToolCallState.DISPATCHED: frozenset(
         {
@@ -58,7 +66,7 @@ class ToolCall(models.Model):
     # The arguments as parsed; `null` when the provider's text was not a JSON object.
     arguments = models.JSONField(null=True, blank=True)
     raw_arguments = models.TextField(blank=True)
-    state = models.CharField(max_length=16, choices=ToolCallState.choices, default=ToolCallState.REQUESTED)
+    state = models.CharField(max_length=32, choices=ToolCallState.choices, default=ToolCallState.REQUESTED)
     attempts = models.PositiveSmallIntegerField(default=0)
     error_code = models.CharField(max_length=64, blank=True)
     # What staff found out about an uncertain call (the agent was told the outcome was unknown).
@@ -99,6 +107,64 @@ class ToolReceipt(models.Model):
 
     def __str__(self):
         return f"receipt of {self.tool_call_id}"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+
+
+class ApprovalOutcome(models.TextChoices):
+    """Who or what decided: the owner (as asked, with edits, or no), the deadline, or a cancellation."""
+
+    APPROVED = "approved"
+    EDITED = "edited"
+    DENIED = "approval_denied"
+    TIMED_OUT = "approval_timeout"
+    CANCELLED = "run_cancelled"
+
+
+class ToolApproval(models.Model):
+    """The gate in front of one call's dispatch: asked once, decided once, durably.
+
+    Its key is the call's, so the id a client answers (`POST /tool-calls/{id}/approval`) names both.
+    The arguments the agent asked with are kept here when the owner edits them: history is not rewritten.
+    """
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, primary_key=True, related_name="approval")
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    outcome = models.CharField(max_length=32, choices=ApprovalOutcome.choices, blank=True)
+    expires_at = models.DateTimeField()
+    requested_arguments = models.JSONField()
+    # The owner's answer as sent, so a replay (same clientDecisionId) can be told from a conflicting answer.
+    client_decision_id = models.CharField(max_length=256, blank=True)
+    answer = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)  # the owner's reason for a denial, told to the agent
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=ApprovalStatus.values), name="tools_approval_status"),
+            models.CheckConstraint(
+                condition=Q(status="pending", decided_at__isnull=True, outcome="")
+                | (~Q(status="pending") & Q(decided_at__isnull=False) & ~Q(outcome="")),
+                name="tools_approval_decided_has_outcome",
+            ),
+            models.CheckConstraint(
+                condition=~Q(outcome__in=["approved", "edited", "approval_denied"])
+                | (~Q(client_decision_id="") & Q(answer__isnull=False)),
+                name="tools_approval_owner_answer_kept",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"], name="tools_approval_pending")]
+
+    def __str__(self):
+        return f"approval of {self.tool_call_id} ({self.status})"
 
 
 class Device(models.Model):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from runtime.models import ConversationKind
@@ -40,6 +41,18 @@ class RetryPolicy:
         return self.backoff_seconds * (2 ** max(attempt - 2, 0))
 
 
+class Approval:
+    """Whether a person must approve a call before it is dispatched (besides a per-call policy callable)."""
+
+    NEVER = "never"
+    ALWAYS = "always"
+    POLICIES = (NEVER, ALWAYS)
+
+
+# A per-call policy decides from the call's validated arguments.
+ApprovalPolicy = str | Callable[[dict], bool]
+
+
 @dataclass(frozen=True)
 class ToolInvocation:
     """What a handler gets: the call, the run's owner and submission, and the validated arguments."""
@@ -64,6 +77,11 @@ class ToolDefinition:
     device: bool = False
     creates_tasks: bool = False
     handler: Callable[[ToolInvocation], Any] | None = None
+    # Acts on the world outside Impo's own database (a device, another service); a device tool always does.
+    acts_outside_impo: bool = False
+    # `never`, `always`, or a callable deciding per call; None derives it: a person approves what acts
+    # outside Impo and cannot simply be repeated (transactional or uncertain). IMPO_TOOL_APPROVAL overrides.
+    approval: ApprovalPolicy | None = None
 
     def __post_init__(self):
         if self.side_effect not in SideEffect.values:
@@ -81,11 +99,24 @@ class ToolDefinition:
             # The device's claim and report are what make an uncertain outcome knowable; a server-side
             # uncertain tool would need an outcome check of its own, which nothing provides yet.
             raise ValueError(f"{self.name}: uncertain tools, and only they, run on a device")
+        if self.device and not self.acts_outside_impo:
+            raise ValueError(f"{self.name}: a device tool acts outside Impo")
+        if isinstance(self.approval, str) and self.approval not in Approval.POLICIES:
+            raise ValueError(f"{self.name}: approval must be one of {Approval.POLICIES} or a callable")
         Draft202012Validator.check_schema(self.input_schema)
 
     @property
     def timeout(self) -> float:
         return self.timeout_seconds() if callable(self.timeout_seconds) else self.timeout_seconds
+
+    def requires_approval(self, arguments: dict) -> bool:
+        """Whether this call, with these (valid) arguments, waits for a person before it is dispatched."""
+        policy = settings.IMPO_TOOL_APPROVAL.get(self.name, self.approval)
+        if policy is None:
+            return self.acts_outside_impo and self.side_effect != SideEffect.READ
+        if callable(policy):
+            return bool(policy(arguments))
+        return policy == Approval.ALWAYS
 
     def validation_error(self, arguments: Any) -> str | None:
         """The first schema violation of `arguments`, as a message for the agent; None when valid."""

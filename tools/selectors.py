@@ -6,7 +6,15 @@ from django.utils import timezone
 
 from impo.errors import NotFound
 from runtime.models import Run, Submission
-from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, ToolCall, ToolCallState
+from tools.models import (
+    OPEN_INVOCATION_STATUSES,
+    ApprovalStatus,
+    Device,
+    DeviceInvocation,
+    ToolApproval,
+    ToolCall,
+    ToolCallState,
+)
 from tools.registry import ToolDefinition, registry
 
 
@@ -68,9 +76,35 @@ def invocation_to_wire(invocation: DeviceInvocation) -> dict:
     }
 
 
+def has_pending_approval(run: Run) -> bool:
+    return ToolApproval.objects.filter(tool_call__run=run, status=ApprovalStatus.PENDING).exists()
+
+
+def runs_with_expired_approvals(now):
+    """Ids of runs with a call still awaiting an answer past its deadline (a subquery)."""
+    return ToolApproval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now).values("tool_call__run_id")
+
+
+def approval_to_wire(approval: ToolApproval) -> dict:
+    call = approval.tool_call
+    return {
+        "approvalId": str(call.id),
+        "toolCallId": call.call_id,
+        "toolName": call.tool_name,
+        "status": approval.status,
+        "outcome": approval.outcome,
+        "input": call.arguments,
+        "reason": approval.reason,
+        "clientDecisionId": approval.client_decision_id,
+        "decidedAt": approval.decided_at.isoformat(),
+    }
+
+
 # The client's words for a call's execution state: the same as the `tool.*` events' (DESIGN §4).
 _WIRE_TOOL_STATE = {
     ToolCallState.REQUESTED: "requested",
+    ToolCallState.AWAITING_APPROVAL: "awaiting_approval",
+    ToolCallState.APPROVED: "requested",
     ToolCallState.DISPATCHED: "requested",
     ToolCallState.ACCEPTED: "accepted",
     ToolCallState.SUCCEEDED: "completed",
@@ -92,6 +126,10 @@ def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]
         ToolCall.objects.filter(run__submission__assistant_message_id__in=message_ids)
         .values(
             "run__submission__assistant_message_id",
+            "id",
+            "approval__status",
+            "approval__outcome",
+            "approval__expires_at",
             "call_id",
             "tool_name",
             "state",
@@ -123,6 +161,17 @@ def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]
                 "input": call["arguments"] if call["arguments"] is not None else call["raw_arguments"],
                 "output": result.get("output"),
                 "errorMessage": error.get("message"),
+                # Asked for approval: its state, so any device (or a reload) can show or give the answer.
+                "approval": (
+                    {
+                        "approvalId": str(call["id"]),
+                        "status": call["approval__status"],
+                        "outcome": call["approval__outcome"] or None,
+                        "expiresAt": call["approval__expires_at"].isoformat(),
+                    }
+                    if call["approval__status"]
+                    else None
+                ),
             }
         )
     return states

@@ -4,6 +4,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from tools.models import ApprovalOutcome, ApprovalStatus
+from tools.services import ApprovalAnswer
 
 INSTALLATION_ID_MAX = 256
 DEVICE_TOOLS_MAX = 64
@@ -51,6 +53,43 @@ class InvocationResultSerializer(StrictSerializer):
         return {"success": data["success"], "output": data.get("output"), "error": data.get("error")}
 
 
+APPROVAL_REASON_MAX = 2000
+CLIENT_DECISION_ID_MAX = 256
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JsonObjectField(serializers.JSONField):
+    """A JSON object (a tool's arguments); whether it fits the tool's schema is checked against the tool."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return super().to_internal_value(data)
+
+
+class ToolApprovalAnswerSerializer(StrictSerializer):
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    arguments = JsonObjectField(required=False, help_text="Approve with these arguments instead (an edit).")
+    reason = CleanTextField(max_length=APPROVAL_REASON_MAX, required=False, help_text="Why not: the agent reads it.")
+    clientDecisionId = CleanTextField(max_length=CLIENT_DECISION_ID_MAX)
+
+    def validate(self, data):
+        if data["decision"] == "deny" and "arguments" in data:
+            raise serializers.ValidationError({"arguments": ["Only an approval carries arguments."]})
+        if data["decision"] == "approve" and "reason" in data:
+            raise serializers.ValidationError({"reason": ["Only a denial carries a reason."]})
+        return data
+
+    def to_answer(self) -> ApprovalAnswer:
+        data = self.validated_data
+        return ApprovalAnswer(
+            approve=data["decision"] == "approve",
+            client_decision_id=data["clientDecisionId"],
+            arguments=data.get("arguments"),
+            reason=data.get("reason", ""),
+        )
+
+
 # --- outputs ---------------------------------------------------------------------------------------------
 
 LISTED_INVOCATION_STATUSES = ("pending", "claimed")
@@ -83,3 +122,16 @@ class InvocationClaimedSerializer(serializers.Serializer):
 class InvocationResultAcceptedSerializer(serializers.Serializer):
     accepted = serializers.BooleanField()
     duplicate = serializers.BooleanField(help_text="An identical retry of a result already recorded.")
+
+
+class ToolApprovalSerializer(serializers.Serializer):
+    approvalId = serializers.UUIDField(help_text="The tool call's id, as in the path.")
+    toolCallId = serializers.CharField(help_text="The provider's call id, as in the stream's tool parts.")
+    toolName = serializers.CharField()
+    status = serializers.ChoiceField(choices=[ApprovalStatus.APPROVED, ApprovalStatus.DENIED])
+    outcome = serializers.ChoiceField(choices=ApprovalOutcome.choices)
+    input = serializers.DictField(help_text="The arguments the call runs with (edited ones when edited).")
+    reason = serializers.CharField(allow_blank=True)
+    clientDecisionId = serializers.CharField(allow_blank=True, help_text="Of the answer that decided.")
+    decidedAt = serializers.DateTimeField()
+    replayed = serializers.BooleanField(help_text="This answer repeated the recorded decision: nothing changed.")

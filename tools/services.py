@@ -7,25 +7,30 @@ transaction and join it; they never change the run itself: its states belong to 
 
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from impo import telemetry
-from impo.errors import Conflict, Gone, NotFound
+from impo.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.events import append_events
 from runtime.models import EventType, Run
 from tools.models import (
     OPEN_INVOCATION_STATUSES,
+    ApprovalOutcome,
+    ApprovalStatus,
     Device,
     DeviceInvocation,
     InvocationStatus,
+    ToolApproval,
     ToolCall,
     ToolCallState,
     ToolReceipt,
 )
-from tools.registry import ToolDefinition
+from tools.registry import ToolDefinition, registry
 from tools.selectors import device_for_submission, invocation_traceparent, offered_tool, staff_finding
 
 
@@ -101,8 +106,9 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
     """Records a provider's function call once per run; a redelivery (a successor, a re-read) finds it.
 
     A call that cannot be dispatched (not offered here, arguments not matching the schema, no device
-    to run on) is settled on the spot with an error receipt the agent will read. A device tool's
-    invocation is created in the same transaction, so it exists exactly once per call.
+    to run on) is settled on the spot with an error receipt the agent will read. One that needs its
+    owner's approval waits for it (the caller parks the run). A device tool's invocation is created in
+    the same transaction as its dispatch (here, or with its approval), so it exists exactly once per call.
     """
     existing = ToolCall.objects.filter(run=run, call_id=call_id).first()
     if existing is not None:
@@ -122,28 +128,40 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
     if refusal is None and definition.device:
         device = device_for_submission(run.submission, tool_name=name)
         if device is None:
-            refusal = error_result("no_device", f"No registered device of this user can run {name}.")
-    requested = _requested_payload(call)
-    if device is not None:
-        invocation = DeviceInvocation.objects.create(
-            tool_call=call,
-            device=device,
-            expires_at=timezone.now() + timedelta(seconds=definition.timeout),
-            traceparent=telemetry.traceparent(),
-        )
-        telemetry.annotate({"impo.device_invocation.id": invocation.id, "impo.device.id": device.id})
-        call.transition_to(ToolCallState.DISPATCHED)
-        call.attempts = 1
-        call.save()
-        requested["device"] = {
-            "invocationId": str(invocation.id),
-            "deviceId": str(device.id),
-            "expiresAt": invocation.expires_at.isoformat(),
-        }
-    _events(run, [(EventType.TOOL_REQUESTED, requested)])
+            refusal = _no_device(name)
+    requested = [(EventType.TOOL_REQUESTED, _requested_payload(call))]
+    if refusal is None and definition.requires_approval(parsed):
+        # Asked before anything is dispatched; a device call's invocation opens only once it is approved.
+        requested.append((EventType.TOOL_APPROVAL_REQUESTED, _ask_approval(call)))
+    elif device is not None:
+        requested[0][1]["device"] = _open_invocation(call, definition, device)
+    _events(run, requested)
     if refusal is not None:
         _save_receipt(run, call, refusal)
     return call
+
+
+def _no_device(name: str) -> dict:
+    return error_result("no_device", f"No registered device of this user can run {name}.")
+
+
+def _open_invocation(call: ToolCall, definition: ToolDefinition, device: Device) -> dict:
+    """Hands a device call to its device: the one dispatch an uncertain call ever gets."""
+    invocation = DeviceInvocation.objects.create(
+        tool_call=call,
+        device=device,
+        expires_at=timezone.now() + timedelta(seconds=definition.timeout),
+        traceparent=telemetry.traceparent(),
+    )
+    telemetry.annotate({"impo.device_invocation.id": invocation.id, "impo.device.id": device.id})
+    call.transition_to(ToolCallState.DISPATCHED)
+    call.attempts = 1
+    call.save(update_fields=["state", "attempts", "updated_at"])
+    return {
+        "invocationId": str(invocation.id),
+        "deviceId": str(device.id),
+        "expiresAt": invocation.expires_at.isoformat(),
+    }
 
 
 def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | None) -> dict | None:
@@ -239,6 +257,200 @@ def withdraw_invocation(run: Run, call_id: str) -> ToolReceipt | None:
     return _end_invocation(
         run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled."
     )
+
+
+# --- approval: a person's answer gates the dispatch (README "Tool approval") --------------------------
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """The owner's answer as validated at the edge; `arguments` replaces the agent's (an edit) when given."""
+
+    approve: bool
+    client_decision_id: str
+    arguments: dict | None = None
+    reason: str = ""
+
+    def to_record(self) -> dict:
+        return {"approve": self.approve, "arguments": self.arguments, "reason": self.reason}
+
+
+def _ask_approval(call: ToolCall) -> dict:
+    approval = ToolApproval.objects.create(
+        tool_call=call,
+        requested_arguments=call.arguments,
+        expires_at=timezone.now() + timedelta(seconds=settings.IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS),
+    )
+    call.transition_to(ToolCallState.AWAITING_APPROVAL)
+    call.save(update_fields=["state", "updated_at"])
+    return {
+        "toolCallId": call.call_id,
+        "toolName": call.tool_name,
+        "approvalId": str(call.id),
+        "input": call.arguments,
+        "expiresAt": approval.expires_at.isoformat(),
+    }
+
+
+def _decided_payload(call: ToolCall, approval: ToolApproval) -> dict:
+    return {
+        "toolCallId": call.call_id,
+        "toolName": call.tool_name,
+        "approvalId": str(call.id),
+        "decision": approval.status,
+        "outcome": approval.outcome,
+        "reason": approval.reason,
+        "input": call.arguments,
+    }
+
+
+def _record_decision(approval: ToolApproval, status: str, outcome: str, **fields) -> None:
+    approval.status = status
+    approval.outcome = outcome
+    approval.decided_at = timezone.now()
+    for name, value in fields.items():
+        setattr(approval, name, value)
+    approval.save()
+
+
+def _deny(run: Run, call: ToolCall, approval: ToolApproval, outcome: str, message: str, **fields) -> None:
+    """The call fails without acting; the agent reads `outcome: message` as the tool's error."""
+    _record_decision(approval, ApprovalStatus.DENIED, outcome, **fields)
+    _events(run, [(EventType.TOOL_APPROVAL_DECIDED, _decided_payload(call, approval))])
+    _save_receipt(run, call, error_result(outcome, message))
+
+
+def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalAnswer, decided_by) -> None:
+    definition = registry.get(call.tool_name)
+    arguments = call.arguments if answer.arguments is None else answer.arguments
+    problem = definition.validation_error(arguments)
+    if problem is not None:
+        raise InvalidRequest(f"arguments: {problem}")
+    edited = arguments != approval.requested_arguments
+    call.arguments = arguments
+    call.transition_to(ToolCallState.APPROVED)
+    call.save(update_fields=["arguments", "state", "updated_at"])
+    _record_decision(
+        approval,
+        ApprovalStatus.APPROVED,
+        ApprovalOutcome.EDITED if edited else ApprovalOutcome.APPROVED,
+        client_decision_id=answer.client_decision_id,
+        answer=answer.to_record(),
+        decided_by=decided_by,
+    )
+    # A server call is dispatched by the worker woken for the run, under the receipt that guards every call;
+    # a device call's one dispatch is its invocation, opened now (or refused if no device can run it any more).
+    decided = _decided_payload(call, approval)
+    refusal = None
+    if definition.device:
+        device = device_for_submission(run.submission, tool_name=call.tool_name)
+        if device is None:
+            refusal = _no_device(call.tool_name)
+        else:
+            decided["device"] = _open_invocation(call, definition, device)
+    _events(run, [(EventType.TOOL_APPROVAL_DECIDED, decided)])
+    if refusal is not None:
+        _save_receipt(run, call, refusal)
+
+
+# Why a decided approval takes no answer any more, when no person decided it.
+_APPROVAL_GONE = {
+    ApprovalOutcome.TIMED_OUT: ("approval_expired", "No answer came before this approval's deadline."),
+    ApprovalOutcome.CANCELLED: ("approval_cancelled", "The run of this call was cancelled."),
+}
+
+
+def answer_approval(
+    run: Run, tool_call_id: uuid.UUID, answer: ApprovalAnswer, *, decided_by
+) -> tuple[ToolApproval, bool]:
+    """Records the owner's answer for a call of the locked run; returns the approval and whether it was a replay.
+
+    One decision per call: the same clientDecisionId with the same answer, or another device giving the
+    same answer, gets the recorded decision back; a different answer is a 409. A call past its deadline or
+    whose run was cancelled is 410, whatever the sweeper has written yet.
+    """
+    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run=run)
+    approval = ToolApproval.objects.select_for_update().filter(tool_call=call).first()
+    if approval is None:
+        raise NotFound("No approval is asked for this tool call.")
+    if approval.status != ApprovalStatus.PENDING:
+        if approval.outcome in _APPROVAL_GONE:
+            code, message = _APPROVAL_GONE[approval.outcome]
+            raise Gone(message, code=code)
+        if approval.client_decision_id == answer.client_decision_id:
+            if approval.answer != answer.to_record():
+                raise Conflict(
+                    "This clientDecisionId was already used for another answer.", code="idempotency_conflict"
+                )
+            return approval, True
+        if _same_decision(call, approval, answer):
+            return approval, True
+        raise Conflict("This call was already answered differently.", code="approval_conflict")
+    if run.cancel_requested_at is not None:
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code="approval_cancelled")
+    if timezone.now() >= approval.expires_at:
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code="approval_expired")
+    if answer.approve:
+        _approve(run, call, approval, answer, decided_by)
+    else:
+        message = f"The user denied this call: {answer.reason}" if answer.reason else "The user denied this call."
+        _deny(
+            run,
+            call,
+            approval,
+            ApprovalOutcome.DENIED,
+            message,
+            reason=answer.reason,
+            client_decision_id=answer.client_decision_id,
+            answer=answer.to_record(),
+            decided_by=decided_by,
+        )
+    return approval, False
+
+
+def _same_decision(call: ToolCall, approval: ToolApproval, answer: ApprovalAnswer) -> bool:
+    if not answer.approve:
+        return approval.status == ApprovalStatus.DENIED
+    arguments = call.arguments if answer.arguments is None else answer.arguments
+    return approval.status == ApprovalStatus.APPROVED and arguments == call.arguments
+
+
+def _pending_approvals(run: Run, **filters):
+    return (
+        ToolApproval.objects.select_for_update(of=("self", "tool_call"))
+        .select_related("tool_call")
+        .filter(tool_call__run=run, status=ApprovalStatus.PENDING, **filters)
+        .order_by("created_at")
+    )
+
+
+def deny_for_cancel(run: Run) -> int:
+    """Inside the cancel's transaction (the run locked first): every pending approval of the run is denied."""
+    pending = list(_pending_approvals(run))
+    for approval in pending:
+        _deny(
+            run,
+            approval.tool_call,
+            approval,
+            ApprovalOutcome.CANCELLED,
+            "The run was cancelled before this call was approved.",
+        )
+    return len(pending)
+
+
+def deny_expired(run: Run) -> int:
+    """The locked run's approvals past their deadline are denied; the agent reads `approval_timeout`."""
+    expired = list(_pending_approvals(run, expires_at__lte=timezone.now()))
+    for approval in expired:
+        seconds = (approval.expires_at - approval.created_at).total_seconds()
+        _deny(
+            run,
+            approval.tool_call,
+            approval,
+            ApprovalOutcome.TIMED_OUT,
+            f"No one approved this call within {seconds:.0f} seconds.",
+        )
+    return len(expired)
 
 
 # --- reconciliation ---------------------------------------------------------------------------------

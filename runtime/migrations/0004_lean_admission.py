@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="run",
             index=models.Index(
-                condition=models.Q(("state__in", ("queued", "running", "waiting_device"))),
+                condition=models.Q(("state__in", ("queued", "running", "waiting_device", "waiting_approval"))),
                 fields=["owner"],
                 name="runtime_run_owner_counted",
             ),

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from rebyte.models import CreationIntent, IntentState
 from runtime.models import Run, RunState
-from tools.models import ToolCall, ToolCallState
+from tools.models import ApprovalStatus, ToolApproval, ToolCall, ToolCallState
 
 register = template.Library()
 
@@ -24,6 +24,12 @@ def reconciliation_desk() -> list[dict]:
             "label": "Tool calls with an uncertain outcome",
             "count": ToolCall.objects.filter(state=ToolCallState.UNCERTAIN).count(),
             "url": f"{reverse('admin:tools_toolcall_changelist')}?state__exact={ToolCallState.UNCERTAIN}",
+        },
+        {
+            "key": "tool_approvals",
+            "label": "Tool calls awaiting their owner's approval",
+            "count": ToolApproval.objects.filter(status=ApprovalStatus.PENDING).count(),
+            "url": f"{reverse('admin:tools_toolapproval_changelist')}?status__exact={ApprovalStatus.PENDING}",
         },
         {
             "key": "creation_intents",

@@ -19,7 +19,7 @@ from rest_framework.authtoken.models import Token
 from runtime.models import Event, Message, Run, Submission
 from tests.factories import UserFactory
 from tests.processes import VENV_BIN, start_web, wait_until
-from tools.models import DeviceInvocation
+from tools.models import DeviceInvocation, ToolApproval
 
 DEFAULT_SEED = 20261203
 
@@ -43,7 +43,8 @@ EVERY_CHECK = (
 
 # Rules the schema cannot state, so a schema-valid request may still be refused with a 400:
 # - a scheduled task's `runAt` must lie in the future and its cron fields must form an expression that fires;
-# - a runs-page cursor is opaque: only one this endpoint returned decodes.
+# - a runs-page cursor is opaque: only one this endpoint returned decodes;
+# - an approval's edited `arguments` must fit the called tool's own schema, and only a denial has a `reason`.
 CONFIG_TEMPLATE = """
 [checks]
 {every_check}
@@ -58,14 +59,22 @@ checks.positive_data_acceptance.enabled = false
 [[operations]]
 include-path = "/api/v1/scheduled-tasks/{{plan_id}}/runs/"
 checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/api/v1/tool-calls/{{tool_call_id}}/approval"
+checks.positive_data_acceptance.enabled = false
 """
 
 
 def seed_owned_objects(web_url: str, token: str) -> dict[str, str]:
     """One of each object a path parameter names, made through the API like a client would; the device
-    invocation comes from a real worker running a message that asks for play_sound."""
+    invocation comes from a real worker running a message that asks for play_sound, the tool call awaiting
+    approval from a task's save_note (made to need approval by the stack's setting)."""
     with httpx.Client(base_url=web_url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
         task = client.post("/api/v1/tasks", json={"clientMessageId": "fuzz-task", "text": "a task"}).json()
+        client.post(
+            "/api/v1/tasks", json={"clientMessageId": "fuzz-approval", "text": '/tool save_note {"text": "fuzz"}'}
+        ).raise_for_status()
         plan = client.post(
             "/api/v1/scheduled-tasks/",
             json={
@@ -99,12 +108,14 @@ def seed_owned_objects(web_url: str, token: str) -> dict[str, str]:
             timeout=60,
             what="the play_sound invocation",
         )
+        approval = wait_until(lambda: ToolApproval.objects.first(), timeout=60, what="the save_note approval")
     return {
         "path.task_id": task["taskId"],
         "path.submission_id": task["submissionId"],
         "path.plan_id": plan["id"],
         "path.device_id": device_id,
         "path.invocation_id": str(invocation.id),
+        "path.tool_call_id": str(approval.tool_call_id),
         "body.deviceId": device_id,
     }
 
@@ -122,6 +133,7 @@ def owned_id_bindings(owned_ids: dict[str, str]) -> str:
 def test_the_api_survives_fuzzing_from_its_own_schema(stack, tmp_path: Path, capsys):
     user = UserFactory()
     token = Token.objects.create(user=user).key
+    stack.env["IMPO_TOOL_APPROVAL"] = "play_sound=never,save_note=always"
     stack.start_worker()
     _, web_url = start_web(stack)
     owned_ids = seed_owned_objects(web_url, token)

@@ -80,3 +80,62 @@ def test_a_cancelled_run_ends_with_abort_then_its_status_then_finish():
 
     assert [c["type"] for c in chunks][-3:] == ["abort", "data-instant-submission", "finish"]
     assert chunks[-2]["data"]["status"] == "cancelled"
+
+
+REQUESTED = (EventType.TOOL_REQUESTED, {"toolCallId": "c1", "toolName": "save_note", "input": {"text": "a"}})
+APPROVAL_REQUESTED = (
+    EventType.TOOL_APPROVAL_REQUESTED,
+    {
+        "toolCallId": "c1",
+        "toolName": "save_note",
+        "approvalId": "a1",
+        "input": {"text": "a"},
+        "expiresAt": "2026-01-01T00:00:00+00:00",
+    },
+)
+
+
+def decided(decision: str, outcome: str, **extra) -> tuple:
+    payload = {"toolCallId": "c1", "toolName": "save_note", "approvalId": "a1", "decision": decision}
+    return (EventType.TOOL_APPROVAL_DECIDED, {**payload, "outcome": outcome, "reason": "", **extra})
+
+
+def test_a_call_awaiting_approval_is_an_approval_request_part_and_a_waiting_step():
+    chunks = fed(STARTED, REQUESTED, APPROVAL_REQUESTED)
+
+    assert {"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1"} in chunks
+    assert chunks[-1]["data"]["status"] == "waiting_approval"
+    assert steps(chunks)[-1] == ("step-tool-c1", "approval", "running")
+
+
+def test_a_denied_call_is_told_as_denied_once_and_not_as_a_tool_error():
+    denial = {"toolCallId": "c1", "toolName": "save_note", "error": {"code": "approval_denied", "message": "no"}}
+
+    chunks = fed(
+        STARTED, REQUESTED, APPROVAL_REQUESTED, decided("denied", "approval_denied"), (EventType.TOOL_COMPLETED, denial)
+    )
+
+    assert [c for c in chunks if c["type"].startswith("tool-output")] == [
+        {"type": "tool-output-denied", "toolCallId": "c1"}
+    ]
+    assert steps(chunks)[-1] == ("step-tool-c1", "approval", "failed")
+
+
+def test_an_edited_approval_shows_the_arguments_the_call_runs_with():
+    chunks = fed(STARTED, REQUESTED, APPROVAL_REQUESTED, decided("approved", "edited", input={"text": "b"}))
+
+    inputs = [c["input"] for c in chunks if c["type"] == "tool-input-available"]
+    assert inputs == [{"text": "a"}, {"text": "b"}]
+    assert steps(chunks)[-1] == ("step-tool-c1", "tool", "running")
+
+
+def test_an_approved_device_call_sends_its_device_request_then():
+    device = {"invocationId": "i1", "deviceId": "d1", "expiresAt": "2026-01-01T00:00:00+00:00"}
+
+    chunks = fed(
+        STARTED, REQUESTED, APPROVAL_REQUESTED, decided("approved", "approved", input={"text": "a"}, device=device)
+    )
+
+    [request] = [c for c in chunks if c["type"] == "data-instant-device-request"]
+    assert request["data"] == {"schemaVersion": 1, "toolCallId": "c1", **device}
+    assert steps(chunks)[-1] == ("step-tool-c1", "device", "running")

@@ -74,6 +74,7 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
             "input": {"sound": "chime"},
             "output": played["output"],
             "errorMessage": None,
+            "approval": None,  # the harness turns play_sound's approval off (tests/isolation.py)
         }
     ]
     assert browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))") == receipts

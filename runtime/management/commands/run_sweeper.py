@@ -13,7 +13,10 @@ logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
-    help = "Periodically re-wakes runs whose wake-up was lost or whose lease expired, and reconciles intents."
+    help = (
+        "Periodically re-wakes runs whose wake-up was lost or whose lease expired, denies tool approvals past"
+        " their deadline, and reconciles intents."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=settings.IMPO_SWEEP_INTERVAL_SECONDS)
@@ -36,13 +39,16 @@ class Command(BaseCommand):
 
     def _sweep(self) -> None:
         report = services.sweep_runs()
+        timed_out = services.expire_tool_approvals()
         with provider_gateway() as gateway:
             settled, resumed = execution.settle_reconciliations(gateway)
-        if report.rewoken or report.expired_leases or settled or resumed:
+        if report.rewoken or report.expired_leases or timed_out or settled or resumed:
             logger.info(
-                "sweep: re-woke %d queued and %d expired; settled %d intents; resumed %d runs",
+                "sweep: re-woke %d queued and %d expired; denied %d approvals past their deadline;"
+                " settled %d intents; resumed %d runs",
                 report.rewoken,
                 report.expired_leases,
+                timed_out,
                 settled,
                 resumed,
             )

@@ -31,6 +31,7 @@
     running: "Replying…",
     streaming: "Replying…",
     waiting_device: "Waiting for your device",
+    waiting_approval: "Waiting for your approval",
     pending_reconciliation: "Couldn't confirm — a person will check",
     completed: "Completed",
     failed: "Failed",
@@ -38,6 +39,7 @@
   };
   const TOOL_WORDS = {
     requested: "Running…",
+    awaiting_approval: "Waiting for your approval",
     waiting_device: "Waiting for your device",
     accepted: "Running on your device",
     completed: "Done",
@@ -47,6 +49,9 @@
   const ERROR_WORDS = {
     device_timeout: "Your device did not answer in time.",
     no_device: "No device of yours can run this.",
+    approval_denied: "You denied it.",
+    approval_timeout: "Nobody answered in time, so it was denied.",
+    run_cancelled: "The run was stopped before it was approved.",
     reconciled_failed: "Resolved by staff as not done.",
     reconciled_succeeded: "Resolved by staff as done.",
   };
@@ -54,7 +59,8 @@
   const state = {
     messages: new Map(), // id -> {id, role, sequence, text, status, error}
     active: new Map(), // submissionId -> {messageId, status}
-    tools: new Map(), // toolCallId -> {messageId, toolName, state, input, output, errorCode, errorMessage, device}
+    // toolCallId -> {messageId, toolName, state, input, output, errorCode, errorMessage, device, approval}
+    tools: new Map(),
     lastSeq: 0,
   };
   const nodes = new Map(); // message id -> {item, body, tools, footer, drawnText}
@@ -185,7 +191,9 @@
         summary.append(name, words);
         const detail = document.createElement("div");
         detail.className = "tool-detail";
-        row.append(summary, detail);
+        const approval = document.createElement("div");
+        approval.className = "tool-approval";
+        row.append(summary, detail, approval);
         node.tools.append(row);
       }
       const waiting = tool.device || liveStatusOf(messageId) === "waiting_device";
@@ -195,7 +203,8 @@
       row.querySelector(".tool-name").textContent = tool.toolName;
       row.querySelector(".tool-state").textContent = TOOL_WORDS[shown] || tool.state;
       row.querySelector(".tool-detail").replaceChildren(...toolDetail(tool));
-      if (tool.state === "failed" || tool.state === "uncertain") row.open = true;
+      drawApproval(row.querySelector(".tool-approval"), tool);
+      if (tool.state === "failed" || tool.state === "uncertain" || tool.state === "awaiting_approval") row.open = true;
     }
     for (const row of [...node.tools.children]) if (!seen.has(row.dataset.toolCallId)) row.remove();
   }
@@ -219,6 +228,91 @@
     const problem = staff ? ERROR_WORDS[tool.errorCode] : tool.errorMessage || ERROR_WORDS[tool.errorCode] || tool.errorCode;
     if (problem) parts.push(paragraph("tool-error", problem));
     return parts;
+  }
+
+  // Approve / Deny (with a reason) / Edit (the arguments as JSON) for a call waiting for its owner. Drawn once per
+  // approval, so a redraw of the message never wipes what the person is typing; the answer shown afterwards
+  // comes from the server's events (or the history after a reload), whichever device gave it.
+  function drawApproval(box, tool) {
+    const approval = tool.approval;
+    const pending = tool.state === "awaiting_approval" && approval && approval.status === "pending";
+    if (!pending) {
+      box.replaceChildren();
+      delete box.dataset.approvalId;
+      return;
+    }
+    if (box.dataset.approvalId === approval.approvalId) return;
+    box.dataset.approvalId = approval.approvalId;
+    const note = paragraph("tool-note", `Run ${tool.toolName}? Unanswered by ${new Date(approval.expiresAt).toLocaleString()}, it is denied.`);
+    const problem = paragraph("tool-error", "");
+    problem.hidden = true;
+    const reasonLabel = document.createElement("label");
+    reasonLabel.textContent = "Reason (the agent reads it)";
+    const reason = document.createElement("input");
+    reason.type = "text";
+    reason.className = "approval-reason";
+    reason.maxLength = 2000;
+    reasonLabel.append(reason);
+    const argumentsLabel = document.createElement("label");
+    argumentsLabel.textContent = "Arguments (JSON)";
+    const editor = document.createElement("textarea");
+    editor.className = "approval-arguments";
+    editor.rows = 3;
+    editor.value = JSON.stringify(tool.input || {}, null, 2);
+    argumentsLabel.append(editor);
+    argumentsLabel.hidden = true;
+    const approve = button("Approve", "approval-approve", () => {
+      if (argumentsLabel.hidden) return decide(approval.approvalId, { decision: "approve" }, problem);
+      let edited;
+      try {
+        edited = JSON.parse(editor.value);
+      } catch (error) {
+        return showProblem(problem, `The arguments are not JSON: ${error.message}`);
+      }
+      return decide(approval.approvalId, { decision: "approve", arguments: edited }, problem);
+    });
+    const deny = button("Deny", "approval-deny", () => {
+      const body = { decision: "deny" };
+      if (reason.value.trim()) body.reason = reason.value;
+      return decide(approval.approvalId, body, problem);
+    });
+    const edit = button("Edit", "approval-edit", () => {
+      argumentsLabel.hidden = false;
+      edit.hidden = true;
+      approve.textContent = "Approve with these arguments";
+      editor.focus();
+    });
+    const actions = document.createElement("div");
+    actions.className = "approval-actions";
+    actions.append(approve, deny, edit);
+    box.replaceChildren(note, argumentsLabel, reasonLabel, actions, problem);
+  }
+
+  function button(label, className, onClick) {
+    const element = document.createElement("button");
+    element.type = "button";
+    element.className = className;
+    element.textContent = label;
+    element.addEventListener("click", onClick);
+    return element;
+  }
+
+  function showProblem(element, text) {
+    element.textContent = text;
+    element.hidden = false;
+  }
+
+  // One decision id per click: a retry of a lost answer would reuse it, another click is another answer.
+  async function decide(approvalId, body, problem) {
+    const result = await ImpoApi.call("POST", `/api/v1/tool-calls/${approvalId}/approval`, {
+      ...body,
+      clientDecisionId: ImpoApi.newId(),
+    });
+    if (result.ok) return;
+    const error = result.body && result.body.error ? result.body.error : {};
+    showProblem(problem, error.message || "The answer was not saved.");
+    // Answered elsewhere (409) or too late (410): the history has what was decided.
+    if (result.status === 409 || result.status === 410) await loadHistory();
   }
 
   function paragraph(className, text) {
@@ -306,6 +400,19 @@
         errorCode: error ? error.code : null,
         errorMessage: error ? error.message : null,
       });
+    },
+    "tool.approval_requested"(event) {
+      const { approvalId, expiresAt } = event.payload;
+      setActive(event.submissionId, "waiting_approval");
+      return trackTool(event, { state: "awaiting_approval", approval: { approvalId, status: "pending", expiresAt } });
+    },
+    "tool.approval_decided"(event) {
+      const { approvalId, decision, outcome, input, device } = event.payload;
+      const previous = state.tools.get(event.payload.toolCallId) || {};
+      const approval = { ...(previous.approval || {}), approvalId, status: decision, outcome };
+      const id = trackTool(event, { state: decision === "approved" ? "requested" : "failed", approval, input, device: Boolean(device) });
+      if (isDevice && device && device.deviceId === ImpoDevice.id) ImpoDevice.check();
+      return id;
     },
     "tool.uncertain"(event) {
       return trackTool(event, { state: "uncertain", errorCode: event.payload.code, errorMessage: event.payload.message });

@@ -1,0 +1,264 @@
+"""Tool approval with real worker, sweeper and web processes, the double's `/tool` script making the calls.
+
+save_note is made to need approval (the operator setting) so a call's single execution can be counted in
+the notes table; play_sound needs it by default.
+"""
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from runtime.models import Event, EventType, Run, RunState
+from tests.processes import start_web, wait_until
+from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
+
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
+SAVE_MILK = '/tool save_note {"text": "buy milk"}'
+
+
+@pytest.fixture
+def approval_stack(stack):
+    stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
+    # As in production: a wake-up can miss its run (a claim skips a row another transaction locks, such as a
+    # second answer or a device's report), and the sweeper sends another.
+    stack.start_sweeper()
+    return stack
+
+
+def post_message(api, text, client_message_id="m-1"):
+    response = api.post(
+        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
+    )
+    assert response.status_code == 202, response.json()
+    return response.json()["submissionId"]
+
+
+def run_of(submission_id) -> Run:
+    return Run.objects.select_related("submission__assistant_message").get(submission_id=submission_id)
+
+
+def parked(submission_id) -> ToolCall:
+    """The run's call once the run is parked for its approval."""
+    wait_until(
+        lambda: run_of(submission_id).state == RunState.WAITING_APPROVAL,
+        timeout=60,
+        what="the run to wait for approval",
+    )
+    return ToolCall.objects.get(run__submission_id=submission_id)
+
+
+def settled_run(submission_id) -> Run:
+    return wait_until(
+        lambda: (run := run_of(submission_id)).is_terminal and run,
+        timeout=60,
+        what=f"run of submission {submission_id} to end",
+    )
+
+
+def answer(api, call, decision="approve", *, client_decision_id="d-1", **fields):
+    body = {"decision": decision, "clientDecisionId": client_decision_id, **fields}
+    return api.post(f"/api/v1/tool-calls/{call.id}/approval", body, format="json")
+
+
+def tool_results_sent(rebyte_double) -> list[dict]:
+    return [r["body"]["events"][0] for r in rebyte_double.requests() if r["op"] == "input_tool_result"]
+
+
+def test_an_approval_survives_a_worker_sigkill_and_the_tool_runs_once(approval_stack, api, rebyte_double):
+    doomed = approval_stack.start_worker("doomed")
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+    assert run_of(submission_id).lease_owner == ""
+    assert not Note.objects.exists()
+
+    doomed.kill()
+    approval_stack.start_worker("successor")
+    response = answer(api, call)
+
+    assert response.status_code == 200, response.json()
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    note = Note.objects.get()
+    assert note.text == "buy milk"
+    call.refresh_from_db()
+    assert (call.state, call.attempts) == (ToolCallState.SUCCEEDED, 1)
+    assert run.submission.assistant_message.text == f'Tool save_note returned: {{"noteId":"{note.id}"}}'
+    [result] = tool_results_sent(rebyte_double)
+    assert result["success"] is True
+
+
+def test_a_denial_reaches_the_agent_as_a_tool_error(approval_stack, api, rebyte_double):
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+
+    answer(api, call, "deny", reason="I have milk")
+
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert not Note.objects.exists()
+    [result] = tool_results_sent(rebyte_double)
+    assert (result["call_id"], result["success"]) == (call.call_id, False)
+    assert result["error"] == "approval_denied: The user denied this call: I have milk"
+    assert run.submission.assistant_message.text == f"Tool save_note failed: {result['error']}"
+
+
+def test_an_edited_call_runs_with_the_owners_arguments(approval_stack, api):
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+
+    answer(api, call, arguments={"text": "buy oat milk"})
+
+    assert settled_run(submission_id).state == RunState.COMPLETED
+    assert Note.objects.get().text == "buy oat milk"
+
+
+def test_an_unanswered_call_is_denied_at_its_deadline_with_no_client_connected(approval_stack, api, rebyte_double):
+    approval_stack.env["IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS"] = "2"  # set by the worker that asks
+    approval_stack.start_worker()
+
+    run = settled_run(post_message(api, SAVE_MILK))
+
+    assert run.state == RunState.COMPLETED
+    approval = ToolApproval.objects.select_related("tool_call").get()
+    assert (approval.status, approval.outcome) == (ApprovalStatus.DENIED, ApprovalOutcome.TIMED_OUT)
+    assert approval.tool_call.error_code == "approval_timeout"
+    [result] = tool_results_sent(rebyte_double)
+    assert result["error"].startswith("approval_timeout: No one approved this call within 2 seconds")
+    assert not Note.objects.exists()
+
+
+def test_cancelling_a_run_waiting_for_approval_ends_the_run_and_the_approval(approval_stack, api, rebyte_double):
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+
+    response = api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
+
+    assert response.status_code == 200
+    approval = ToolApproval.objects.get(tool_call=call)
+    assert (approval.status, approval.outcome) == (ApprovalStatus.DENIED, ApprovalOutcome.CANCELLED)
+    run = settled_run(submission_id)
+    assert run.state == RunState.CANCELLED
+    [session] = rebyte_double.state()["sessions"]
+    [turn] = session["turns"]
+    assert turn["status"] == "cancelled"
+    assert tool_results_sent(rebyte_double) == []  # a cancelled turn gets no more input
+    assert not Note.objects.exists()
+    types = list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
+    assert types.index(EventType.TOOL_APPROVAL_DECIDED) < types.index(EventType.RUN_CANCELLED)
+
+
+def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, user):
+    _, base_url = start_web(approval_stack)
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+    token = Token.objects.get_or_create(user=user)[0].key
+    start = threading.Barrier(2)
+    responses = {}
+
+    def device(name: str, decision: str):
+        with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+            start.wait()
+            responses[name] = client.post(
+                f"/api/v1/tool-calls/{call.id}/approval", json={"decision": decision, "clientDecisionId": name}
+            )
+
+    devices = [
+        threading.Thread(target=device, args=("phone", "approve")),
+        threading.Thread(target=device, args=("laptop", "deny")),
+    ]
+    for thread in devices:
+        thread.start()
+    for thread in devices:
+        thread.join()
+
+    statuses = sorted(response.status_code for response in responses.values())
+    assert statuses == [200, 409]
+    [winner] = [name for name, response in responses.items() if response.status_code == 200]
+    [loser] = [response for response in responses.values() if response.status_code == 409]
+    assert loser.json()["error"]["code"] == "approval_conflict"
+    approval = ToolApproval.objects.get(tool_call=call)
+    assert approval.client_decision_id == winner
+    assert Event.objects.filter(type=EventType.TOOL_APPROVAL_DECIDED).count() == 1
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert Note.objects.count() == (1 if winner == "phone" else 0)
+
+
+def test_an_approved_device_call_runs_on_the_device(stack, api):
+    stack.env["IMPO_TOOL_APPROVAL"] = ""  # the default: play_sound needs approval
+    stack.start_worker()
+    stack.start_sweeper()
+    device_id = api.post(
+        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
+    ).json()["deviceId"]
+    response = api.post(
+        "/api/v1/conversation/messages",
+        {"clientMessageId": "m-1", "text": '/tool play_sound {"sound": "chime"}', "deviceId": device_id},
+        format="json",
+    )
+    submission_id = response.json()["submissionId"]
+    call = parked(submission_id)
+    assert api.get(f"/api/v1/devices/{device_id}/tool-invocations").json()["invocations"] == []
+
+    answer(api, call)
+
+    [invocation] = api.get(f"/api/v1/devices/{device_id}/tool-invocations").json()["invocations"]
+    execution = api.post(
+        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/claim", {"deviceId": device_id}, format="json"
+    ).json()
+    api.post(
+        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/result",
+        {"deviceId": device_id, "executionId": execution["executionId"], "success": True, "output": "played"},
+        format="json",
+    )
+    run = settled_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert run.submission.assistant_message.text == 'Tool play_sound returned: "played"'
+
+
+def read_with_the_ai_sdk(url: str, token: str) -> dict:
+    result = subprocess.run(
+        ["node", "read_ui_message_stream.mjs", url, token], cwd=JS_DIR, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("decision, state", [("approve", "output-available"), ("deny", "output-denied")])
+def test_the_ai_sdk_reads_the_approval_request_and_its_outcome(approval_stack, api, user, decision, state):
+    _, base_url = start_web(approval_stack)
+    approval_stack.start_worker()
+    submission_id = post_message(api, SAVE_MILK)
+    call = parked(submission_id)
+    token = Token.objects.get_or_create(user=user)[0].key
+    url = f"{base_url}/api/v1/submissions/{submission_id}/stream"
+    pending = approval_request_chunk(url, token)
+    assert pending == {"type": "tool-approval-request", "approvalId": str(call.id), "toolCallId": call.call_id}
+
+    answer(api, call, decision)
+    read = read_with_the_ai_sdk(url, token)
+
+    assert (read["finished"], read["errors"]) == (True, [])
+    [tool] = [part for part in read["message"]["parts"] if part["type"] == "tool-save_note"]
+    assert (tool["toolCallId"], tool["state"], tool["approval"]["id"]) == (call.call_id, state, str(call.id))
+    assert tool["input"] == {"text": "buy milk"}
+
+
+def approval_request_chunk(url: str, token: str) -> dict:
+    """The stream's `tool-approval-request` chunk, read raw while the run waits (the stream stays open)."""
+    with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line.removeprefix("data: "))
+                if chunk["type"] == "tool-approval-request":
+                    return chunk
+    raise AssertionError("the stream ended without a tool-approval-request")

@@ -166,6 +166,8 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "runtime.selectors.TASK_STATUSES",
         "InvocationStatusEnum": "tools.serializers.LISTED_INVOCATION_STATUSES",
         "PlanRunStatusEnum": "scheduling.serializers.PLAN_RUN_STATUSES",
+        "EventTypeEnum": "runtime.models.EventType",
+        "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
     },
 }
 

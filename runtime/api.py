@@ -82,8 +82,10 @@ class MainChatConversationView(IcaAPIView):
         responses=responses({200: ConversationSettingsOutSerializer}, *WRITE_ERRORS),
     )
     def patch(self, request):
-        policy = validated(ConversationSettingsSerializer, request.data).validated_data["messagePolicy"]
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data.get("messagePolicy")
         conversation = services.ensure_main_conversation(request.user)
+        if policy is None:
+            return Response(_settings_of(conversation.id, conversation.message_policy))
         services.set_message_policy(conversation_id=conversation.id, policy=policy)
         return Response(_settings_of(conversation.id, policy))
 
@@ -152,8 +154,10 @@ class TaskConversationView(IcaAPIView):
         responses=responses({200: ConversationSettingsOutSerializer}, 404, *WRITE_ERRORS),
     )
     def patch(self, request, task_id: uuid.UUID):
-        policy = validated(ConversationSettingsSerializer, request.data).validated_data["messagePolicy"]
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data.get("messagePolicy")
         task = selectors.task_for_owner(request.user, task_id)
+        if policy is None:
+            return Response(_settings_of(task.conversation_id, task.conversation.message_policy))
         services.set_message_policy(conversation_id=task.conversation_id, policy=policy)
         return Response(_settings_of(task.conversation_id, policy))
 

@@ -66,7 +66,7 @@ def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> N
             "  WHERE id = %(conversation)s RETURNING last_event_seq - %(count)s AS before"
             ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
             " SELECT %(conversation)s, allocated.before + entry.position, entry.type, entry.submission_id,"
-            "        entry.payload, entry.trace_id, now()"
+            "        entry.payload, entry.trace_id, clock_timestamp()"
             " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],"
             "                        %(traces)s::text[])"
             "      WITH ORDINALITY AS entry(type, submission_id, payload, trace_id, position)"

@@ -91,7 +91,9 @@ class TaskCreateSerializer(MessageCommandSerializer):
 class ConversationSettingsSerializer(StrictSerializer):
     messagePolicy = serializers.ChoiceField(
         choices=MessagePolicy.choices,
-        help_text="What a message sent while a reply is unfinished does: `queue` (default) runs it afterwards,"
+        required=False,
+        help_text="Left as it is when absent. What a message sent while a reply is unfinished does: `queue`"
+        " (default) runs it afterwards,"
         " `interrupt` cancels the unfinished runs and runs it, `reject` refuses it with 409 `run_in_progress`"
         " (the error carries `activeSubmissionId`). A message's own `messagePolicy` overrides it.",
     )

@@ -52,7 +52,7 @@ class WebhookEndpointView(IcaAPIView):
         endpoint = services.update_endpoint(owner=request.user, endpoint_id=endpoint_id, changes=changes)
         return Response(selectors.endpoint_to_wire(endpoint))
 
-    @extend_schema(responses=responses({200: EndpointDeletedSerializer}, 404, 503))
+    @extend_schema(request=None, responses=responses({200: EndpointDeletedSerializer}, 404, 503))
     def delete(self, request, endpoint_id: uuid.UUID):
         services.delete_endpoint(owner=request.user, endpoint_id=endpoint_id)
         return Response({"deleted": True})

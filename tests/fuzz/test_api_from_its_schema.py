@@ -44,7 +44,8 @@ EVERY_CHECK = (
 # Rules the schema cannot state, so a schema-valid request may still be refused with a 400:
 # - a scheduled task's `runAt` must lie in the future and its cron fields must form an expression that fires;
 # - a runs-page cursor is opaque: only one this endpoint returned decodes;
-# - an approval's edited `arguments` must fit the called tool's own schema, and only a denial has a `reason`.
+# - an approval's edited `arguments` must fit the called tool's own schema, and only a denial has a `reason`;
+# - a webhook endpoint's `url` must be an http(s) URL a delivery can be sent to, without credentials in it.
 CONFIG_TEMPLATE = """
 [checks]
 {every_check}
@@ -62,6 +63,11 @@ checks.positive_data_acceptance.enabled = false
 
 [[operations]]
 include-path = "/api/v1/tool-calls/{{tool_call_id}}/approval"
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = ["/api/v1/webhooks/", "/api/v1/webhooks/{{endpoint_id}}/"]
+include-method = ["POST", "PATCH"]
 checks.positive_data_acceptance.enabled = false
 """
 

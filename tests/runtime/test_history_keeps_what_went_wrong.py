@@ -55,6 +55,7 @@ def test_history_carries_a_tools_input_and_its_error_message(api):
         "input": {"text": 5},
         "output": None,
         "errorMessage": "text: 5 is not of type 'string'",
+        "approval": None,
     }
 
 

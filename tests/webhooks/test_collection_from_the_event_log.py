@@ -22,8 +22,8 @@ def admitted_run(api) -> Run:
 
 
 def log(run: Run, event_type: str, **payload) -> Event:
-    [event] = append_events(run.submission.conversation_id, run.submission_id, [(event_type, payload)])
-    return event
+    append_events(run.submission.conversation_id, run.submission_id, [(event_type, payload)])
+    return Event.objects.filter(conversation_id=run.submission.conversation_id).latest("seq")
 
 
 def test_an_event_of_a_webhook_type_is_noted_in_its_own_transaction_and_others_are_not(api):

@@ -42,7 +42,6 @@ def test_each_endpoint_gets_its_own_secret(api):
         {"url": 7},
         {"eventTypes": []},
         {"eventTypes": ["text.delta"]},
-        {"eventTypes": ["run.failed", "run.failed"]},
         {"eventTypes": "run.failed"},
         {"active": "yes"},
         {"secret": "chosen-by-me"},

@@ -26,8 +26,7 @@ def _is_open(intent) -> bool:
 
 
 def _recheck(request, intent) -> str:
-    with provider_gateway() as gateway:
-        settled = services.reconcile_intent(intent.id, gateway)
+    settled = services.reconcile_intent(intent.id, provider_gateway())
     return f"Re-checked with the provider: now {settled.state}."
 
 
@@ -72,11 +71,11 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
 
     @admin.action(description="Re-check now with the provider")
     def recheck_now(self, request, queryset):
-        with provider_gateway() as gateway:
-            for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-                settled = services.reconcile_intent(intent.id, gateway)
-                self.log_change(request, intent, f"re-checked: now {settled.state}")
-                self.message_user(request, f"{intent}: {settled.state}")
+        gateway = provider_gateway()
+        for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
+            settled = services.reconcile_intent(intent.id, gateway)
+            self.log_change(request, intent, f"re-checked: now {settled.state}")
+            self.message_user(request, f"{intent}: {settled.state}")
 
     @admin.action(description="Mark resolved (adopt the remote id entered on the intent)")
     def mark_resolved(self, request, queryset):

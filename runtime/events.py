@@ -11,6 +11,7 @@ from django.db import connection
 from psycopg.types.json import Jsonb
 
 from impo import telemetry
+from impo.database import prepared_cursor
 from runtime import outbound
 from runtime.models import Event, Run
 from runtime.projection import event_to_wire
@@ -59,13 +60,13 @@ def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> N
     types = [str(event_type) for _, (event_type, _) in entries]
     payloads = [Jsonb(payload) for _, (_, payload) in entries]
     traces = {submission_id: _trace_id(submission_id) for submission_id in set(submission_ids)}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "WITH allocated AS ("
-            "  UPDATE runtime_conversation SET last_event_seq = last_event_seq + %(count)s, updated_at = now()"
-            "  WHERE id = %(conversation)s RETURNING last_event_seq - %(count)s AS before"
+            "  UPDATE runtime_conversation SET last_event_seq = last_event_seq + %(count)s::bigint, updated_at = now()"
+            "  WHERE id = %(conversation)s::uuid RETURNING last_event_seq - %(count)s::bigint AS before"
             ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
-            " SELECT %(conversation)s, allocated.before + entry.position, entry.type, entry.submission_id,"
+            " SELECT %(conversation)s::uuid, allocated.before + entry.position, entry.type, entry.submission_id,"
             "        entry.payload, entry.trace_id, clock_timestamp()"
             " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],"
             "                        %(traces)s::text[])"

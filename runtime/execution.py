@@ -59,6 +59,9 @@ _TRUTH_EVENTS = frozenset(
         "error",
     }
 )
+_TURN_END_EVENTS = frozenset(
+    {"agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"}
+)
 DEVICE_POLL_SECONDS = 0.25
 LIVE_CONNECT_SECONDS = 5.0
 
@@ -73,10 +76,10 @@ def execute_run(run_id, worker_id: str) -> None:
     if claimed is None:
         return
     lease = claimed.lease
-    with provider_gateway() as gateway, _Heartbeat(lease) as heartbeat:
+    with _Heartbeat(lease) as heartbeat:
         try:
             with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
-                _RunDriver(claimed, gateway, heartbeat).drive()
+                _RunDriver(claimed, provider_gateway(), heartbeat).drive()
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
@@ -184,6 +187,8 @@ class _LiveStream:
         self._session = session_remote_id
         self.events: queue.Queue = queue.Queue()
         self.connected = threading.Event()
+        # Set while the stream is open (`connected` is also set when it could not be had).
+        self.open = threading.Event()
         self._stop = threading.Event()
         # The reader runs in the caller's context, so its provider spans belong to the run's trace.
         reader = contextvars.copy_context().run
@@ -203,6 +208,7 @@ class _LiveStream:
         while not self._stop.is_set():
             try:
                 with self._gateway.live_events(self._session) as events:
+                    self.open.set()
                     self.connected.set()
                     for event in events:
                         if self._stop.is_set():
@@ -210,6 +216,8 @@ class _LiveStream:
                         self.events.put(event)
             except ProviderError as exc:
                 logger.info("live stream of %s broke: %s", self._session, exc)
+            finally:
+                self.open.clear()
             self.connected.set()  # the caller must not wait for a stream that cannot be had
             self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
 
@@ -246,9 +254,12 @@ class _RunDriver:
         if session is None:
             return  # parked for reconciliation
         with _LiveStream(self.gateway, session.remote_id) as live:
-            if self.run.input_sent_at is None:
+            sending = self.run.input_sent_at is None
+            if sending:
                 self._send_input(session)
-            self._follow(session, live)
+            # A stream open since before the message was sent carries its turn from the start: the first deltas
+            # are projected as they come, and the truth is read once the stream names the turn or falls quiet.
+            self._follow(session, live, read_truth=not (sending and live.open.is_set()))
 
     # --- the input: a new session created with it, or one message event ---------------------------
 
@@ -343,8 +354,7 @@ class _RunDriver:
 
     # --- following the turn -----------------------------------------------------------------------
 
-    def _follow(self, session: RemoteSession, live: _LiveStream) -> None:
-        read_truth = True
+    def _follow(self, session: RemoteSession, live: _LiveStream, *, read_truth: bool) -> None:
         last_resend = time.monotonic()
         while True:
             self.heartbeat.check()
@@ -362,7 +372,9 @@ class _RunDriver:
                 elif self._apply_truth(session, turn):
                     return
             events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
-            applied = self._apply_live(events)
+            # A batch that ends the turn is not projected from the stream: the truth read next brings the same
+            # text, in the transaction that ends the run.
+            applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
                 self._send_cancel(session)
             # Deltas of an item whose start this stream did not see cannot be placed: the items can.

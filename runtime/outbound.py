@@ -6,16 +6,22 @@ re-read the event log when they see a gap in `seq`).
 """
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from impo.celery import app
 from runtime.models import Run
 
+logger = logging.getLogger(__name__)
+
 PUBLISH_TIMEOUT_SECONDS = 5.0
+# Hints waiting while Redis is slow or away; past this they are dropped (each is a hint, not the record).
+MAX_BACKLOG = 10_000
 
 
 def send_after_commit(send: Callable[[], None]) -> None:
@@ -40,10 +46,13 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
         except Exception:
             # The broker is unreachable: mark the wake-up as never sent, so the sweeper's next pass sends it
             # again instead of waiting out its re-wake interval.
-            Run.objects.filter(id=run_id).update(last_woken_at=None)
+            try:
+                Run.objects.filter(id=run_id).update(last_woken_at=None)
+            finally:
+                connection.close()
             raise
 
-    send_after_commit(send)
+    send_after_commit(lambda: _sender.send(send))
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:
@@ -58,37 +67,67 @@ def publish_events(conversation_id, wire_events: list[dict]) -> None:
         for wire_event in wire_events:
             await layer.group_send(group, {"type": "conversation.event", "event": wire_event})
 
-    send_after_commit(lambda: _publisher.run(push_in_order()))
+    send_after_commit(lambda: _sender.send(push_in_order()))
 
 
 def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
 
 
-class _PublisherLoop:
-    """One event loop per process for channel-layer sends made from synchronous code.
+class _Sender:
+    """One thread and event loop per process that sends the hints (wake-ups and channel-layer pushes) in the
+    order they were handed over; the committing thread never waits for them.
 
-    `async_to_sync` outside a running loop (a Celery worker, the sweeper) makes a new loop per call, and
-    channels_redis opens a Redis connection per loop: about 4 ms per published event. A long-lived loop keeps
-    one connection pool. It is created lazily and per pid, so a prefork child never inherits its parent's.
+    Waiting there held a request, a claim or a projection for a broker round trip per hint, and in a web process
+    (a fresh thread per request under ASGI) rebuilt the Celery and Redis clients each thread keeps. Here they
+    live as long as the process. `async_to_sync` outside a running loop would also make a new loop, and
+    channels_redis a new connection, per call. Wake-ups are blocking calls, run one at a time in turn with the
+    pushes, so a run's wake-up still leaves before the push that announces it. The loop is
+    created lazily and per pid, so a prefork child never inherits its parent's.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._hints: asyncio.Queue | None = None
         self._pid: int | None = None
 
-    def run(self, coroutine: Coroutine) -> None:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
-        future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
+    def send(self, hint: Coroutine | Callable[[], None]) -> None:
+        loop, hints = self._running_loop()
+        loop.call_soon_threadsafe(self._enqueue, hints, hint)
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    @staticmethod
+    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None]) -> None:
+        try:
+            hints.put_nowait(hint)
+        except asyncio.QueueFull:
+            if asyncio.iscoroutine(hint):
+                hint.close()
+            logger.warning("%d hints waiting to be sent; dropped one (the sweeper or readers recover it)", MAX_BACKLOG)
+
+    @staticmethod
+    async def _send_in_order(hints: asyncio.Queue) -> None:
+        while True:
+            hint = await hints.get()
+            try:
+                if asyncio.iscoroutine(hint):
+                    await asyncio.wait_for(hint, PUBLISH_TIMEOUT_SECONDS)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(None, hint)
+            except Exception:
+                logger.warning("a hint was not sent (the sweeper or readers recover it)", exc_info=True)
+
+    def _running_loop(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue]:
         with self._lock:
             if self._loop is None or self._pid != os.getpid():
-                self._loop = asyncio.new_event_loop()
-                self._pid = os.getpid()
-                threading.Thread(target=self._loop.run_forever, name="channel-layer-publisher", daemon=True).start()
-            return self._loop
+                loop = asyncio.new_event_loop()
+                # Blocking sends (and the ORM, which refuses to run beside a loop) on one thread of their own.
+                loop.set_default_executor(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hint-sender-sync"))
+                hints = asyncio.Queue(maxsize=MAX_BACKLOG)
+                loop.create_task(self._send_in_order(hints))
+                threading.Thread(target=loop.run_forever, name="hint-sender", daemon=True).start()
+                self._loop, self._hints, self._pid = loop, hints, os.getpid()
+            return self._loop, self._hints
 
 
-_publisher = _PublisherLoop()
+_sender = _Sender()

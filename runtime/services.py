@@ -19,6 +19,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from impo import telemetry
+from impo.database import prepared_cursor
 from impo.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.events import append_events, batched
@@ -617,8 +618,8 @@ WITH candidate AS (
     JOIN runtime_message message ON message.id = submission.user_message_id
     WHERE run.id = %(run)s
       AND (
-        (run.state = %(queued)s AND (run.not_before IS NULL OR run.not_before <= now()))
-        OR (run.state = ANY(%(leased)s) AND (run.lease_expires_at IS NULL OR run.lease_expires_at <= now()))
+        (run.state = %(queued)s::varchar AND (run.not_before IS NULL OR run.not_before <= now()))
+        OR (run.state = ANY(%(leased)s::varchar[]) AND (run.lease_expires_at IS NULL OR run.lease_expires_at <= now()))
       )
       AND (run.cancel_requested_at IS NULL OR run.input_sent_at IS NOT NULL)
       AND run.attempts < %(max_attempts)s
@@ -629,17 +630,17 @@ WITH candidate AS (
         JOIN runtime_message earlier_message ON earlier_message.id = earlier_submission.user_message_id
         WHERE earlier_submission.conversation_id = submission.conversation_id
           AND earlier_message.sequence < message.sequence
-          AND earlier.state = ANY(%(active)s)
+          AND earlier.state = ANY(%(active)s::varchar[])
           AND earlier.id <> run.id
       )
     FOR NO KEY UPDATE OF run SKIP LOCKED
 )
 UPDATE runtime_run run
-SET state = %(running)s,
-    version = run.version + (run.state <> %(running)s)::int,
+SET state = %(running)s::varchar,
+    version = run.version + (run.state <> %(running)s::varchar)::int,
     attempts = run.attempts + 1,
     lease_generation = run.lease_generation + 1,
-    lease_owner = %(worker)s,
+    lease_owner = %(worker)s::varchar,
     lease_expires_at = now() + %(lease)s,
     not_before = NULL,
     started_at = COALESCE(run.started_at, now()),
@@ -652,7 +653,7 @@ RETURNING candidate.conversation_id, run.submission_id, run.attempts, run.lease_
 
 def claim(run_id, worker_id: str) -> Lease | None:
     """`claim_run` inside the caller's transaction, for a worker that reads what it needs under the same claim."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _CLAIM_SQL,
             {

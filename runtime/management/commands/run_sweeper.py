@@ -40,8 +40,7 @@ class Command(BaseCommand):
     def _sweep(self) -> None:
         report = services.sweep_runs()
         timed_out = services.expire_tool_approvals()
-        with provider_gateway() as gateway:
-            settled, resumed = execution.settle_reconciliations(gateway)
+        settled, resumed = execution.settle_reconciliations(provider_gateway())
         if report.rewoken or report.expired_leases or timed_out or settled or resumed:
             logger.info(
                 "sweep: re-woke %d queued and %d expired; denied %d approvals past their deadline;"

@@ -6,6 +6,7 @@ also shows that nothing of a conversation is local to a web process or a worker.
 
 import asyncio
 import json
+import statistics
 import time
 import uuid
 from dataclasses import dataclass
@@ -79,24 +80,59 @@ def _next_event_of(socket: WebsocketConnection, types: set[str], timeout: float 
             return event
 
 
-def first_delta_latencies(post_url: str, socket_url: str, probe: tuple[int, str], samples: int) -> list[float]:
-    """Seconds from sending the POST (to `post_url`) to reading the reply's first delta on a socket held at
-    `socket_url`, one message at a time."""
+# Where a first delta's time goes, from the rows' own timestamps (one clock: every process is on this machine).
+LEGS = (
+    "POST answered",
+    "POST → run.started row (wake-up, Celery, claim)",
+    "run.started → first text.delta row (provider calls, projection)",
+    "first text.delta row → socket (commit, channel layer)",
+)
+
+
+@dataclass
+class Sample:
+    seconds: float
+    legs: tuple[float, ...]
+
+
+def first_delta_samples(post_url: str, socket_url: str, probe: tuple[int, str], samples: int) -> list[Sample]:
+    """From sending the POST (to `post_url`) to reading the reply's first delta on a socket held at `socket_url`,
+    one message at a time, with the legs of each (LEGS)."""
     user_id, token = probe
     socket = WebsocketConnection(subscription_url(socket_url, user_id, token))
-    latencies = []
+    measured = []
     try:
         with httpx.Client(base_url=post_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
             for index in range(samples):
                 body = {"clientMessageId": str(uuid.uuid4()), "text": f"probe {index}"}
-                started = time.perf_counter()
-                http.post("/api/v1/conversation/messages", json=body).raise_for_status()
+                started, started_at = time.perf_counter(), time.time()
+                answer = http.post("/api/v1/conversation/messages", json=body)
+                answered_at = time.time()
+                answer.raise_for_status()
                 _next_event_of(socket, {"text.delta"})
-                latencies.append(time.perf_counter() - started)
+                seconds, received_at = time.perf_counter() - started, time.time()
                 _next_event_of(socket, {"run.completed", "run.failed"})
+                claimed_at, first_delta_at = _event_times(answer.json()["submissionId"])
+                legs = (answered_at - started_at, claimed_at - started_at, first_delta_at - claimed_at)
+                measured.append(Sample(seconds, (*legs, received_at - first_delta_at)))
     finally:
         socket.close()
-    return latencies
+    return measured
+
+
+def _event_times(submission_id: str) -> tuple[float, float]:
+    """When the submission's first `run.started` and first `text.delta` rows were inserted (epoch seconds)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM min(created_at) FILTER (WHERE type = 'run.started')),"
+            " extract(epoch FROM min(created_at) FILTER (WHERE type = 'text.delta'))"
+            " FROM runtime_event WHERE submission_id = %s",
+            [submission_id],
+        )
+        claimed_at, first_delta_at = cursor.fetchone()
+    return float(claimed_at), float(first_delta_at)
 
 
 async def _group_send_round_trips(forward_url: str, samples: int) -> list[float]:
@@ -172,9 +208,14 @@ def measure(
 ) -> tuple[Figure, list[float]]:
     """The first-delta figure against `baseline` (the bare group_send); the latencies for later comparisons."""
     poster, listener = hosts[0], hosts[-1]
-    first_delta_latencies(poster.web_url, listener.web_url, probe, 3)  # agent and session creation happen once
-    latencies = first_delta_latencies(poster.web_url, listener.web_url, probe, samples)
+    first_delta_samples(poster.web_url, listener.web_url, probe, 3)  # agent and session creation happen once
+    measured = first_delta_samples(poster.web_url, listener.web_url, probe, samples)
+    latencies = [sample.seconds for sample in measured]
     median, p95 = median_and_p95(latencies)
+    legs = [
+        f"median {name}: {1000 * statistics.median(sample.legs[index] for sample in measured):.1f} ms"
+        for index, name in enumerate(LEGS)
+    ]
     figure = Figure(
         f"POST ({poster.name}) → first text.delta on a socket ({listener.name}), {others_open} other sockets open "
         "(median)",
@@ -183,6 +224,6 @@ def measure(
         baseline_name=baseline.name.removeprefix("baseline: "),
         baseline=baseline.value,
         higher_is_better=False,
-        notes=[f"p95 {p95 * 1000:.1f} ms"],
+        notes=[f"p95 {p95 * 1000:.1f} ms", *legs],
     )
     return figure, latencies

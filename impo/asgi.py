@@ -3,6 +3,7 @@ import os
 from django.core.asgi import get_asgi_application
 
 from impo import telemetry
+from impo.request_threads import ReusedRequestThreads
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 # Under ASGI each request (and each database_sync_to_async call) runs in a thread of its own, and a persistent
@@ -18,7 +19,7 @@ from runtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": ReusedRequestThreads(django_asgi_app),
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )

@@ -1,25 +1,25 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 from impo import telemetry
-from impo.request_threads import ReusedRequestThreads
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
-# Under ASGI each request (and each database_sync_to_async call) runs in a thread of its own, and a persistent
-# connection belongs to its thread: every request would leave an open connection behind until PostgreSQL
-# refuses new clients (Django ticket #33497). The web process borrows pooled connections instead.
+# A persistent connection belongs to the thread that opened it, and under ASGI threads come and go (each
+# database_sync_to_async call of a websocket consumer may get a new one): they would leave open connections behind
+# until PostgreSQL refuses new clients (Django ticket #33497). The web process borrows pooled connections instead.
 os.environ.setdefault("DATABASE_POOL", "1")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 telemetry.configure("impo-web")
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs the app registry)
 
+from impo.http_handler import HttpHandler  # noqa: E402
 from runtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": ReusedRequestThreads(django_asgi_app),
+        "http": HttpHandler(),
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )

@@ -82,8 +82,8 @@ class _Sender:
     (a fresh thread per request under ASGI) rebuilt the Celery and Redis clients each thread keeps. Here they
     live as long as the process. `async_to_sync` outside a running loop would also make a new loop, and
     channels_redis a new connection, per call. Wake-ups are blocking calls, run one at a time in turn with the
-    pushes, so a run's wake-up still leaves before the push that announces it. The loop is
-    created lazily and per pid, so a prefork child never inherits its parent's.
+    pushes, so a run's wake-up still leaves before the push that announces it. The loop is created lazily and per
+    pid, so a prefork child never inherits its parent's.
     """
 
     def __init__(self) -> None:

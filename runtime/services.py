@@ -443,23 +443,24 @@ def admission_statement(
         "payload_status": run.state,
     }
     on_conversation = {"conversation_id": "conversation.id"}
+    values_of = _SharedValues(params)
     inserts = [
         _insert_from_conversation(
             "user_message",
             user_message,
             {**on_conversation, "sequence": "conversation.message_sequence - 1"},
-            params,
+            values_of,
             now=now,
         ),
         _insert_from_conversation(
             "assistant_message",
             assistant_message,
             {**on_conversation, "sequence": "conversation.message_sequence"},
-            params,
+            values_of,
             now=now,
         ),
-        _insert_from_conversation("submission", submission, on_conversation, params, now=now),
-        _insert_from_conversation("run", run, {}, params, now=now),
+        _insert_from_conversation("submission", submission, on_conversation, values_of, now=now),
+        _insert_from_conversation("run", run, {}, values_of, now=now),
         _insert_from_conversation(
             "event",
             event,
@@ -474,7 +475,7 @@ def admission_statement(
                 " 'sequence', conversation.message_sequence),"
                 " 'status', %(payload_status)s::text)",
             },
-            params,
+            values_of,
             now=now,
             returning="seq, payload, created_at",
         ),
@@ -513,8 +514,32 @@ def admission_statement(
     return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
 
 
+_SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
+
+
+class _SharedValues:
+    """The statement's column values as parameters `v0`, `v1`, …, equal values sharing one (see
+    `_insert_from_conversation`)."""
+
+    def __init__(self, params: dict):
+        self._params = params
+        self._count = 0
+        self._shared: dict[tuple[type, object], str] = {}
+
+    def key_of(self, value) -> str:
+        shareable = isinstance(value, _SHAREABLE)
+        if shareable and (type(value), value) in self._shared:
+            return self._shared[type(value), value]
+        key = f"v{self._count}"
+        self._count += 1
+        self._params[key] = value
+        if shareable:
+            self._shared[type(value), value] = key
+        return key
+
+
 def _insert_from_conversation(
-    name: str, instance, computed: dict[str, str], params: dict, *, now: datetime, returning: str = "1"
+    name: str, instance, computed: dict[str, str], values_of: _SharedValues, *, now: datetime, returning: str = "1"
 ) -> str:
     """`name AS (INSERT … SELECT … FROM conversation)` for an unsaved model instance.
 
@@ -535,24 +560,11 @@ def _insert_from_conversation(
         if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
             setattr(instance, model_field.attname, now)
         value = model_field.get_db_prep_save(getattr(instance, model_field.attname), connection)
-        values.append(f"%({_shared_parameter(params, value)})s")
+        values.append(f"%({values_of.key_of(value)})s")
     return (
         f"{name} AS (INSERT INTO {instance._meta.db_table} ({','.join(columns)})"
         f" SELECT {','.join(values)} FROM conversation RETURNING {returning})"
     )
-
-
-_SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
-
-
-def _shared_parameter(params: dict, value) -> str:
-    if isinstance(value, _SHAREABLE):
-        for key, existing in params.items():
-            if key.startswith("v") and type(existing) is type(value) and existing == value:
-                return key
-    key = f"v{sum(1 for key in params if key.startswith('v'))}"
-    params[key] = value
-    return key
 
 
 def _accepted_payload(submission: Submission, run: Run) -> dict:

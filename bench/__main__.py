@@ -52,8 +52,8 @@ def load_history(owner_ids: list[int], total_events: int) -> None:
         per_conversation = total_events // len(conversation_ids)
         for conversation_id in conversation_ids:
             cursor.execute(
-                "INSERT INTO runtime_event (conversation_id, seq, type, payload, created_at) "
-                "SELECT c.id, c.last_event_seq + g, 'text.delta', '{\"delta\": \"history\"}', now() "
+                "INSERT INTO runtime_event (conversation_id, seq, type, payload, trace_id, created_at) "
+                "SELECT c.id, c.last_event_seq + g, 'text.delta', '{\"delta\": \"history\"}', '', now() "
                 "FROM runtime_conversation c, generate_series(1, %s) g WHERE c.id = %s",
                 [per_conversation, conversation_id],
             )

@@ -8,21 +8,25 @@ workflow before the database has it, and a lost signal is found again by the dis
 every plan whose `synced_generation` is behind.
 """
 
+import asyncio
 import hashlib
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from temporalio.service import RPCError
 
 from impo.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime import outbound
 from runtime.services import MessageCommand, open_task
-from scheduling import selectors
+from scheduling import selectors, temporal
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.schedules import Schedule, ScheduleError, next_fire_after, parse_schedule
 from scheduling.workflows import AdmitOutcome
@@ -31,6 +35,8 @@ MAX_LIVE_PLANS = 50
 
 # Names the Submission of each occurrence: the same plan and fire time always yield the same clientMessageId.
 _OCCURRENCE_NAMESPACE = uuid.UUID("5b0f3a8e-3c1d-4f57-9a51-6f1c0f7c2e10")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -188,9 +194,30 @@ def mark_synced(plan_id: uuid.UUID, generation: int) -> None:
 
 
 def _signal_after_commit(plan_id: uuid.UUID) -> None:
-    from scheduling import temporal  # the client module imports this one for mark_synced
+    outbound.send_after_commit(lambda: signal_plan_best_effort(plan_id))
 
-    outbound.send_after_commit(lambda: temporal.signal_plan_best_effort(plan_id))
+
+def signal_plan_best_effort(plan_id: uuid.UUID) -> None:
+    """Runs after the API's commit: signals the plan's current state; on failure leaves it to discovery.
+
+    The plan is re-read, so concurrent changes each send the newest state (the workflow ignores older
+    generations). The request already succeeded; an unreachable Temporal only delays the plan until the worker's
+    discovery loop finds it unsynced.
+    """
+    plan = ScheduledTask.objects.filter(id=plan_id).first()
+    if plan is None:
+        return
+    signal = selectors.plan_signal(plan)
+
+    async def send() -> None:
+        await temporal.push_plan(await temporal.connect(), signal, task_queue=settings.TEMPORAL_TASK_QUEUE)
+
+    try:
+        asyncio.run(asyncio.wait_for(send(), settings.IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS))
+    except (RPCError, RuntimeError, OSError, TimeoutError) as exc:
+        logger.warning("scheduled task %s: Temporal signal failed (%s); discovery will retry", plan_id, exc)
+        return
+    mark_synced(plan.id, plan.generation)
 
 
 def _new_revision(plan: ScheduledTask, now: datetime) -> None:

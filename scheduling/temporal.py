@@ -1,15 +1,12 @@
-"""Telling Temporal about plans: signal-with-start on every change, from the API (best effort) and discovery."""
+"""Telling Temporal about plans: signal-with-start on every change, from the API (best effort) and discovery.
 
-import asyncio
-import logging
-import uuid
+No Django here beyond settings: the services and the discovery loop decide what to send and record what was.
+"""
 
 from django.conf import settings
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from scheduling import selectors, services
-from scheduling.models import ScheduledTask
 from scheduling.workflows import (
     GENERATION_MEMO,
     REVISE_SIGNAL,
@@ -18,8 +15,6 @@ from scheduling.workflows import (
     ScheduleWorkflowInput,
     workflow_id,
 )
-
-logger = logging.getLogger(__name__)
 
 
 async def connect() -> Client:
@@ -67,26 +62,3 @@ async def workflow_is_behind(client: Client, plan: PlanSignal) -> bool:
     if description.status != WorkflowExecutionStatus.RUNNING:
         return True
     return await description.memo_value(GENERATION_MEMO, 0) < plan.generation
-
-
-def signal_plan_best_effort(plan_id: uuid.UUID) -> None:
-    """Runs after the API's commit: signals the plan's current state; on failure leaves it to discovery.
-
-    The plan is re-read, so concurrent changes each send the newest state (the workflow ignores older
-    generations). The request already succeeded; an unreachable Temporal only delays the plan until the worker's
-    discovery loop finds it unsynced.
-    """
-    plan = ScheduledTask.objects.filter(id=plan_id).first()
-    if plan is None:
-        return
-    signal = selectors.plan_signal(plan)
-
-    async def send() -> None:
-        await push_plan(await connect(), signal, task_queue=settings.TEMPORAL_TASK_QUEUE)
-
-    try:
-        asyncio.run(asyncio.wait_for(send(), settings.IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS))
-    except (RPCError, RuntimeError, OSError, TimeoutError) as exc:
-        logger.warning("scheduled task %s: Temporal signal failed (%s); discovery will retry", plan_id, exc)
-        return
-    services.mark_synced(plan.id, plan.generation)

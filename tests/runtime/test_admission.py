@@ -1,10 +1,9 @@
-import threading
 import uuid
 
 import pytest
-from django.db import connection
 
 from runtime.models import Event, EventType, Message, Run, RunState, Submission
+from tests.concurrency import all_at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -98,24 +97,10 @@ def test_concurrent_posts_with_the_same_client_message_id_create_one_submission(
     from tests.conftest import bearer_client
 
     contenders = 6
-    barrier = threading.Barrier(contenders)
     client_message_id = str(uuid.uuid4())
-    responses = []
-
     clients = [bearer_client(user) for _ in range(contenders)]
 
-    def contend(client):
-        try:
-            barrier.wait(timeout=30)
-            responses.append(post_message(client, client_message_id, "race"))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=contend, args=(client,)) for client in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    responses = all_at_once(contenders, lambda index: post_message(clients[index], client_message_id, "race"))
 
     assert [response.status_code for response in responses] == [202] * contenders
     assert len({response.json()["submissionId"] for response in responses}) == 1
@@ -129,23 +114,9 @@ def test_concurrent_posts_to_one_conversation_keep_event_seqs_gapless(user):
     from tests.conftest import bearer_client
 
     senders = 6
-    barrier = threading.Barrier(senders)
-    statuses = []
-
     clients = [bearer_client(user) for _ in range(senders)]
 
-    def send(index):
-        try:
-            barrier.wait(timeout=30)
-            statuses.append(post_message(clients[index], f"parallel-{index}").status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(index,)) for index in range(senders)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = all_at_once(senders, lambda index: post_message(clients[index], f"parallel-{index}").status_code)
 
     assert statuses == [202] * senders
     assert sorted(Event.objects.values_list("seq", flat=True)) == list(range(1, senders + 1))

@@ -1,12 +1,10 @@
 """A message sent while a reply is unfinished: `queue` (default), `interrupt` or `reject`, per conversation or per
 message (README "Messages during a reply")."""
 
-import threading
-
 import pytest
-from django.db import connection
 
 from runtime.models import Event, EventType, Run, RunState, Submission
+from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
 from tests.processes import wait_until
 
@@ -159,22 +157,9 @@ def test_interrupt_cancels_a_queued_run_on_the_spot_and_queues_the_new_message(a
 def test_concurrent_messages_under_reject_admit_exactly_one(user):
     set_policy(bearer_client(user), "reject")
     senders = 6
-    barrier = threading.Barrier(senders)
-    statuses = []
     clients = [bearer_client(user) for _ in range(senders)]
 
-    def send(index):
-        try:
-            barrier.wait(timeout=30)
-            statuses.append(post(clients[index], f"race-{index}").status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(index,)) for index in range(senders)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = all_at_once(senders, lambda index: post(clients[index], f"race-{index}").status_code)
 
     assert sorted(statuses) == [202] + [409] * (senders - 1)
     assert Submission.objects.count() == 1

@@ -14,6 +14,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from runtime.models import Event, EventType, Run, RunState
+from tests.devices import device_answers
 from tests.processes import start_web, wait_until
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
 
@@ -212,14 +213,7 @@ def test_an_approved_device_call_runs_on_the_device(stack, api):
     answer(api, call)
 
     [invocation] = api.get(f"/api/v1/devices/{device_id}/tool-invocations").json()["invocations"]
-    execution = api.post(
-        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/claim", {"deviceId": device_id}, format="json"
-    ).json()
-    api.post(
-        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/result",
-        {"deviceId": device_id, "executionId": execution["executionId"], "success": True, "output": "played"},
-        format="json",
-    )
+    device_answers(api, device_id, invocation["invocationId"], "played")
     run = settled_run(submission_id)
     assert run.state == RunState.COMPLETED
     assert run.submission.assistant_message.text == 'Tool play_sound returned: "played"'

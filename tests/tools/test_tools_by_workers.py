@@ -15,6 +15,7 @@ from django.test import Client
 
 from impo.errors import Conflict
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
+from tests.devices import device_answers
 from tests.factories import UserFactory
 from tests.processes import wait_until
 from tools import services
@@ -221,14 +222,7 @@ def test_a_device_tool_completes_once_its_device_claims_and_reports(device_stack
     assert api.get(f"/api/v1/submissions/{submission_id}").json()["status"] == "waiting_device"
 
     [invocation] = api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json()["invocations"]
-    execution = api.post(
-        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/claim", {"deviceId": device_id}, format="json"
-    ).json()
-    api.post(
-        f"/api/v1/device-tool-invocations/{invocation['invocationId']}/result",
-        {"deviceId": device_id, "executionId": execution["executionId"], "success": True, "output": "played"},
-        format="json",
-    )
+    device_answers(api, device_id, invocation["invocationId"], "played")
 
     run = settled_run(submission_id)
     assert run.state == RunState.COMPLETED

@@ -6,6 +6,7 @@ dropped by the run, the Celery queue and Redis database are the run's own. Proce
 """
 
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,11 @@ def configure_process_environment() -> str:
             "REDIS_URL": os.environ.get("IMPO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
             "CELERY_QUEUE": f"impo-bench-{os.getpid()}",
             "DJANGO_SETTINGS_MODULE": "impo.settings",
+            # As deployed, like the processes it starts: with DEBUG every statement run here (the claims, the
+            # in-process runs and their baselines) would also be logged in memory.
+            "DJANGO_DEBUG": "false",
+            "DJANGO_HTTPS": "false",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "LOG_LEVEL": "WARNING",
         }
     )

@@ -3,6 +3,9 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 
+# Threads kept for later requests; a burst above this (long streams, say) leaves only this many idle behind it.
+MAX_IDLE_THREADS = 32
+
 
 class HttpHandler(ASGIHandler):
     """Django's ASGI handler, with each request's synchronous work on one thread, reached once.
@@ -35,7 +38,10 @@ class HttpHandler(ASGIHandler):
             async with ThreadSensitiveContext(executor=executor):
                 await super().__call__(scope, receive, send)
         finally:
-            self._idle_executors.append(executor)
+            if len(self._idle_executors) < MAX_IDLE_THREADS:
+                self._idle_executors.append(executor)
+            else:
+                executor.shutdown(wait=False)
 
     async def get_response_async(self, request):
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)

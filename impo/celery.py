@@ -3,7 +3,8 @@ import os
 
 import redis
 from celery import Celery, bootsteps
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
+from django.db import close_old_connections
 
 from impo import telemetry, workers
 
@@ -44,6 +45,14 @@ class Heartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(Heartbeat)
+
+
+@task_prerun.connect
+@task_postrun.connect
+def drop_unusable_connections(**kwargs):
+    # As Django does around each request: a connection past CONN_MAX_AGE or left broken is closed, and the next
+    # one used is health-checked first (settings.CELERY_DB_REUSE_MAX keeps the fixup from closing the rest).
+    close_old_connections()
 
 
 @worker_process_init.connect

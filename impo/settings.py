@@ -213,6 +213,12 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", default="impo")
+# Celery's Django fixup closes every database connection before and after each task unless told to reuse them:
+# a PostgreSQL backend forked per wake-up (~10 ms before the claim) and the prepared claim lost with it. Workers
+# keep their connection as the comment on DATABASES says: `impo.celery` applies Django's own per-request rule
+# around each task (CONN_MAX_AGE, a connection left broken, the health check), and the fixup's unconditional
+# close comes only once in this many tasks.
+CELERY_DB_REUSE_MAX = 1000
 
 # `echo` talks to the bundled Rebyte protocol double; `rebyte` to the real service. Only the address
 # and key differ: the same HTTP client and execution path run either way.

@@ -12,8 +12,10 @@ Pure Python: no Django.
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 
 import openai
 from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
@@ -24,6 +26,7 @@ __all__ = [
     "AgentSession",
     "AgentSessionEvent",
     "AgentSessionItem",
+    "LiveEvents",
     "ProviderError",
     "RebyteGateway",
     "Refused",
@@ -234,16 +237,54 @@ class RebyteGateway:
     # --- the live stream ------------------------------------------------------------------------------
 
     @contextmanager
-    def live_events(self, session_id: str) -> Iterator[Iterator[AgentSessionEvent]]:
+    def live_events(self, session_id: str) -> Iterator[LiveEvents]:
         """The session's live events (no replay); leaving the block closes the stream, never the turn."""
         with self._call("session_events"):
             stream = self._client.beta.agents.sessions.events.stream(session_id, timeout=self._stream_timeout)
+        events = LiveEvents(stream, self._reported)
         try:
-            yield self._translated_iteration(stream)
+            yield events
         finally:
-            stream.close()
+            events.finish()
 
-    def _translated_iteration(self, stream) -> Iterator[AgentSessionEvent]:
+
+class LiveEvents:
+    """One open live stream, iterated by one thread; `interrupt()` from another ends that iteration quietly.
+
+    A stream stays open while its session is quiet (the server only sends keepalive comments, which never reach
+    the iterator), and closing the response from another thread does not wake a read blocked on its socket: a
+    reader left waiting would hold its thread and connection until the session's next event. Shutting the socket
+    down does wake it.
+    """
+
+    def __init__(self, stream, reported: Callable[[], AbstractContextManager]):
+        self._stream = stream
+        self._reported = reported
+        self._lock = threading.Lock()
+        self._interrupted = False
+        self._finished = False
+
+    def __iter__(self) -> Iterator[AgentSessionEvent]:
         # Reading the stream is not a call of its own (no span), but a broken stream is a failure like any.
         with self._reported(), _translated("session_events"):
-            yield from stream
+            try:
+                yield from self._stream
+            except openai.APIConnectionError:
+                if not self._interrupted:
+                    raise
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if self._finished:
+                return  # its connection may be back in the pool, serving another call
+            self._interrupted = True
+            network = self._stream.response.extensions.get("network_stream")
+            sock = network.get_extra_info("socket") if network is not None else None
+            if sock is not None:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._finished = True
+        self._stream.close()

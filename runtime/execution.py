@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from impo import telemetry
 from rebyte import services as rebyte_services
-from rebyte.client import ProviderError, RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.client import LiveEvents, ProviderError, RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import selectors, services
@@ -190,6 +190,10 @@ class _LiveStream:
         # Set while the stream is open (`connected` is also set when it could not be had).
         self.open = threading.Event()
         self._stop = threading.Event()
+        # The stream being read, interrupted when the driver leaves (a quiet stream would hold its thread and
+        # connection until the session's next event).
+        self._reading: LiveEvents | None = None
+        self._reading_lock = threading.Lock()
         # The reader runs in the caller's context, so its provider spans belong to the run's trace.
         reader = contextvars.copy_context().run
         self._thread = threading.Thread(
@@ -202,12 +206,19 @@ class _LiveStream:
         return self
 
     def __exit__(self, *exc_info):
-        self._stop.set()
+        with self._reading_lock:
+            self._stop.set()
+            if self._reading is not None:
+                self._reading.interrupt()
 
     def _read(self):
         while not self._stop.is_set():
             try:
                 with self._gateway.live_events(self._session) as events:
+                    with self._reading_lock:
+                        if self._stop.is_set():
+                            return
+                        self._reading = events
                     self.open.set()
                     self.connected.set()
                     for event in events:
@@ -217,6 +228,8 @@ class _LiveStream:
             except ProviderError as exc:
                 logger.info("live stream of %s broke: %s", self._session, exc)
             finally:
+                with self._reading_lock:
+                    self._reading = None
                 self.open.clear()
             self.connected.set()  # the caller must not wait for a stream that cannot be had
             self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)

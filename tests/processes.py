@@ -200,9 +200,12 @@ class Stack:
         }
         self.processes: list[ServiceProcess] = []
 
-    def start_worker(self, name: str = "worker", *, queue: str | None = None) -> ServiceProcess:
-        """A Celery worker; `queue` (its heartbeat's too) instead of the stack's, as on another machine."""
-        env = self.env if queue is None else {**self.env, "CELERY_QUEUE": queue}
+    def start_worker(
+        self, name: str = "worker", *, queue: str | None = None, env: dict | None = None
+    ) -> ServiceProcess:
+        """A Celery worker; `queue` (its heartbeat's too) instead of the stack's, as on another machine; `env` on
+        top of the stack's."""
+        env = {**self.env, **(env or {}), **({"CELERY_QUEUE": queue} if queue else {})}
         worker = ServiceProcess(
             name,
             [

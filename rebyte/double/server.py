@@ -7,6 +7,7 @@ import json
 import logging
 import queue
 import re
+import select
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,8 @@ from rebyte.double.state import ApiError, Config, Fault, Store, new_id
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+# How often a quiet live stream looks whether its client has gone.
+CLIENT_GONE_CHECK_SECONDS = 0.2
 _AGENT = r"(?P<agent_id>agent_[0-9a-f]+)"
 _SESSION = r"(?P<session_id>sess_[0-9a-f]+)"
 _TURN = r"(?P<turn_id>turn_[0-9a-f]+)"
@@ -225,22 +228,39 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         try:
             self._chunk(b": connected\n\n")
+            quiet_since = time.monotonic()
             while True:
                 if sent == cut_after:
                     self._drop()
                 try:
-                    event = subscriber.get(timeout=self.server.keepalive_seconds)
+                    event = subscriber.get(timeout=CLIENT_GONE_CHECK_SECONDS)
                 except queue.Empty:
-                    self._chunk(b": keepalive\n\n")
+                    if self._client_gone():
+                        return
+                    if time.monotonic() - quiet_since >= self.server.keepalive_seconds:
+                        self._chunk(b": keepalive\n\n")
+                        quiet_since = time.monotonic()
                     continue
                 if event is None:  # cut (a scenario, a reset): end as abruptly as a lost connection
                     self._drop()
                 self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
                 sent += 1
+                quiet_since = time.monotonic()
         except (BrokenPipeError, ConnectionResetError, OSError):
             logger.debug("live stream client for %s went away", session_id)
         finally:
             store.unsubscribe(session_id, subscriber)
+
+    def _client_gone(self) -> bool:
+        """True once the client closed its end (it sends nothing on a live stream, so readable means EOF): noticed
+        between events, as a server's event loop would, not only at the next write."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")

@@ -253,6 +253,8 @@ class Store:
                     "input_events": len(self.input_events),
                     "steering": len(self.steering),
                 },
+                # Open live streams per session: a client that leaves must close its stream.
+                "live_streams": {s.obj["id"]: len(s.subscribers) for s in self.sessions.values() if s.subscribers},
                 "agents": list(self.agents.values()),
                 "sessions": [
                     {**s.obj, "turns": [self.turns[t].obj for t in s.turn_ids], "items": self._items_of(s)}

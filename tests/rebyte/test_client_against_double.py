@@ -323,6 +323,32 @@ def test_the_adapter_sorts_provider_failures(double):
             gateway.create_agent(model="rebyte-echo", name="n", instructions="i", metadata={})
 
 
+def test_an_interrupted_quiet_live_stream_ends_at_once_without_a_failure_and_closes_upstream(double):
+    double.reset()
+    failures = []
+    with double.gateway(on_failure=failures.append) as gateway:
+        agent = gateway.create_agent(model="rebyte-echo", name="n", instructions="i", metadata={})
+        session = gateway.create_session(agent_id=agent.id, tools=[], input_parts=["hi"], metadata={})
+        wait_until(lambda: gateway.list_turns(session.id)[0].status == "completed", timeout=10, what="first turn")
+        read, ended = [], threading.Event()
+
+        def reader(events):
+            read.extend(events)
+            ended.set()
+
+        with gateway.live_events(session.id) as events:
+            thread = threading.Thread(target=reader, args=(events,), daemon=True)
+            thread.start()
+            wait_until(lambda: double.state()["live_streams"] == {session.id: 1}, timeout=10, what="the stream")
+            time.sleep(0.3)  # the reader is waiting on a quiet stream
+            events.interrupt()
+            assert ended.wait(5), "an interrupted reader still waits for the next event"
+        assert read == [] and failures == []
+        wait_until(lambda: double.state()["live_streams"] == {}, timeout=10, what="the double to see the stream closed")
+        # The gateway's pool still serves calls afterwards.
+        assert gateway.list_turns(session.id)[0].status == "completed"
+
+
 # --- the wire, as the original server's gateway tests show it ---------------------------------------
 
 

@@ -52,6 +52,36 @@ def test_a_message_produces_the_echoed_reply(stack, api):
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+def worker_backends(application_name: str) -> set[tuple]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE application_name = %s", [application_name]
+        )
+        return set(cursor.fetchall())
+
+
+def test_a_worker_keeps_its_database_connection_from_one_wake_up_to_the_next(stack, api):
+    # Celery's Django integration closes connections around every task unless told otherwise: a PostgreSQL
+    # backend forked per wake-up, and the prepared claim lost with it.
+    stack.start_worker(env={"PGAPPNAME": "impo-test-worker"})
+    finished_run(post_message(api, "first", "m-1")["submissionId"])
+    after_first = worker_backends("impo-test-worker")
+
+    finished_run(post_message(api, "second", "m-2")["submissionId"])
+
+    assert after_first & worker_backends("impo-test-worker")
+
+
+def test_a_finished_run_leaves_no_live_stream_open_upstream(stack, api, rebyte_double):
+    stack.start_worker()
+    for index in range(2):
+        assert finished_run(post_message(api, f"message {index}", f"m-{index}")["submissionId"]).state == "completed"
+        # A quiet session's stream would otherwise hold a worker thread and a connection until its next event.
+        wait_until(lambda: rebyte_double.state()["live_streams"] == {}, timeout=30, what="the run's live stream to close")
+
+
 def test_a_later_message_goes_to_the_same_session_as_one_keyed_input_event_and_streams_live(stack, api, rebyte_double):
     stack.start_worker()
     finished_run(post_message(api, "first", "m-1")["submissionId"])

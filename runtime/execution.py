@@ -45,10 +45,10 @@ from tools.selectors import catalog_for_run
 logger = logging.getLogger(__name__)
 
 TERMINAL_TURN_STATES = {"completed": RunState.COMPLETED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
-# Live events after which the truth is read at once rather than at the next quiet moment.
+# Live events after which the truth is read at once rather than at the next quiet moment. (A new turn is bound
+# from its own `turn.created` event; an item's end is one only if it is not the user's input, see _asks_for_truth.)
 _TRUTH_EVENTS = frozenset(
     {
-        "agent.session.turn.created",
         "agent.session.turn.item.done",
         "agent.session.turn.completed",
         "agent.session.turn.failed",
@@ -176,6 +176,13 @@ class _Heartbeat:
             connection.close()
 
 
+def _asks_for_truth(event) -> bool:
+    if event.type == "agent.session.turn.item.done" and event.item.type == "message":
+        # The user's input recorded as an item of the turn: nothing to project yet.
+        return event.item.role != "user"
+    return event.type in _TRUTH_EVENTS
+
+
 class _LiveStream:
     """The session's live events, read in a thread into a queue; reconnects while it is wanted.
 
@@ -202,8 +209,10 @@ class _LiveStream:
 
     def __enter__(self):
         self._thread.start()
-        self.connected.wait(LIVE_CONNECT_SECONDS)
         return self
+
+    def wait_connected(self) -> None:
+        self.connected.wait(LIVE_CONNECT_SECONDS)
 
     def __exit__(self, *exc_info):
         with self._reading_lock:
@@ -269,7 +278,9 @@ class _RunDriver:
         with _LiveStream(self.gateway, session.remote_id) as live:
             sending = self.run.input_sent_at is None
             if sending:
-                self._send_input(session)
+                self._send_input(session, live)
+            else:
+                live.wait_connected()
             # A stream open since before the message was sent carries its turn from the start: the first deltas
             # are projected as they come, and the truth is read once the stream names the turn or falls quiet.
             self._follow(session, live, read_truth=not (sending and live.open.is_set()))
@@ -320,8 +331,12 @@ class _RunDriver:
         parts.append(self.run.submission.user_message.text)
         return parts
 
-    def _send_input(self, session: RemoteSession) -> None:
-        """Sends the run's message once no turn of the session is active (input never steers a turn)."""
+    def _send_input(self, session: RemoteSession, live: _LiveStream) -> None:
+        """Sends the run's message once no turn of the session is active (input never steers a turn).
+
+        The live stream connects meanwhile; it is waited for before the message leaves, so that it carries the
+        message's turn from its start.
+        """
         turns = self._wait_until_session_idle(session)
         with self.fence() as run:
             services.mark_input_sent(run)
@@ -332,6 +347,7 @@ class _RunDriver:
                 message_sequence=self._message_sequence,
             )
         self.run.input_sent_at = timezone.now()
+        live.wait_connected()
         self.gateway.send_message(session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key)
 
     @property
@@ -391,7 +407,7 @@ class _RunDriver:
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
                 self._send_cancel(session)
             # Deltas of an item whose start this stream did not see cannot be placed: the items can.
-            read_truth = not events or not applied or any(event.type in _TRUTH_EVENTS for event in events)
+            read_truth = not events or not applied or any(_asks_for_truth(event) for event in events)
 
     def _input_was_a_message(self, session: RemoteSession) -> bool:
         """False when the input went with the session's create: resending it as a message would repeat it."""

@@ -282,7 +282,8 @@ class _RunDriver:
             else:
                 live.wait_connected()
             # A stream open since before the message was sent carries its turn from the start: the first deltas
-            # are projected as they come, and the truth is read once the stream names the turn or falls quiet.
+            # are projected as they come, and the truth is read once the stream ends an item of the reply or the
+            # turn, asks for an action, or falls quiet.
             self._follow(session, live, read_truth=not (sending and live.open.is_set()))
 
     # --- the input: a new session created with it, or one message event ---------------------------

@@ -79,7 +79,9 @@ def test_a_finished_run_leaves_no_live_stream_open_upstream(stack, api, rebyte_d
     for index in range(2):
         assert finished_run(post_message(api, f"message {index}", f"m-{index}")["submissionId"]).state == "completed"
         # A quiet session's stream would otherwise hold a worker thread and a connection until its next event.
-        wait_until(lambda: rebyte_double.state()["live_streams"] == {}, timeout=30, what="the run's live stream to close")
+        wait_until(
+            lambda: rebyte_double.state()["live_streams"] == {}, timeout=30, what="the run's live stream to close"
+        )
 
 
 def test_a_later_message_goes_to_the_same_session_as_one_keyed_input_event_and_streams_live(stack, api, rebyte_double):

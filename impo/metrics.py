@@ -12,7 +12,7 @@ from datetime import timedelta
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,6 +24,7 @@ from impo.authentication import bearer_key, request_user
 from impo.errors import error_body, unauthorized
 from rebyte.models import CreationIntent, IntentState
 from runtime.models import Run, RunState
+from runtime.services import lease as claim_rule
 from tools.models import ToolCall, ToolCallState
 
 logger = logging.getLogger(__name__)
@@ -47,9 +48,9 @@ class ImpoCollector(Collector):
         for state in RunState.values:
             runs.add_metric([state], by_state.get(state, 0))
         yield runs
-        queued = Run.objects.filter(state=RunState.QUEUED).aggregate(
-            ready=Count("id", filter=Q(not_before__isnull=True) | Q(not_before__lte=now)),
-            backing_off=Count("id", filter=Q(not_before__gt=now)),
+        queued = Run.objects.aggregate(
+            ready=Count("id", filter=claim_rule.queued_and_ready()),
+            backing_off=Count("id", filter=claim_rule.backing_off()),
         )
         yield GaugeMetricFamily(
             "impo_queue_depth",

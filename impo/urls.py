@@ -17,7 +17,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("runtime.urls")),
     path("api/v1/", include("scheduling.urls")),
-    path("api/v1/", include("tools.urls")),
+    path("api/v1/", include("runtime.device_urls")),
     path("api/v1/", include("webhooks.urls")),
     # The admin's password form is guarded like the web login (before the admin's own route to it).
     path("admin/login/", throttled_login(admin.site.login)),

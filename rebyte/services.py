@@ -107,9 +107,10 @@ def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) 
 
 
 def open_session_intent(run: Run, *, tools: list[dict], input_parts: list[str]) -> CreationIntent:
-    """Inside the run's fenced transaction: the session this run's input will create, with that input."""
+    """Inside the run's fenced transaction (`run` may be its read-only view): the session this run's input will
+    create, with that input."""
     intent = _open_intent(
-        owner=run.submission.owner, kind=IntentKind.SESSION, conversation=run.submission.conversation, run=run
+        owner=run.submission.owner, kind=IntentKind.SESSION, conversation=run.submission.conversation, run_id=run.id
     )
     if not intent.request:
         intent.request = {"tools": tools, "input_parts": input_parts}
@@ -190,7 +191,7 @@ def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
 # --- creation intents ---------------------------------------------------------------------------------
 
 
-def _open_intent(*, owner, kind: str, conversation: Conversation | None, run: Run | None = None) -> CreationIntent:
+def _open_intent(*, owner, kind: str, conversation: Conversation | None, run_id=None) -> CreationIntent:
     """The open intent for this resource, or a new one; joins the caller's transaction."""
     scope = {"owner": owner} if kind == IntentKind.AGENT else {"conversation": conversation}
     existing = CreationIntent.objects.filter(kind=kind, state__in=OPEN_INTENT_STATES, **scope).first()
@@ -198,7 +199,7 @@ def _open_intent(*, owner, kind: str, conversation: Conversation | None, run: Ru
         return existing
     try:
         with transaction.atomic():
-            return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation, run=run)
+            return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation, run_id=run_id)
     except IntegrityError:
         return CreationIntent.objects.get(kind=kind, state__in=OPEN_INTENT_STATES, **scope)
 

@@ -4,7 +4,11 @@ from collections import Counter
 from django.contrib import admin, messages
 
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
-from runtime import execution, services
+from runtime import (
+    execution,
+    services,
+    tool_admin,  # noqa: F401  (the tools app's models: their staff actions are runtime's writes)
+)
 from runtime.models import (
     Conversation,
     Event,

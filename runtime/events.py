@@ -7,7 +7,6 @@ here, inside its own transaction; the push to live subscribers goes out only aft
 import threading
 from contextlib import contextmanager
 
-from django.db import connection
 from psycopg.types.json import Jsonb
 
 from impo import telemetry
@@ -53,20 +52,36 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
     _write(conversation_id, [(submission_id, item) for item in items])
 
 
+def sequence_allocation(condition: str, *, events: str, messages: str | None = None, source: str = "") -> str:
+    """The one allocation of a conversation's sequences, as SQL for a CTE: an UPDATE of the conversation row `c`
+    (joined with `source`, under `condition`) that adds `events` event seqs (and `messages` message sequences) and
+    returns the last of each as `event_seq` and `message_sequence`, with the conversation's `id`.
+
+    The row lock the UPDATE takes is held to commit, so concurrent writers to one conversation take turns and the
+    sequences stay gapless. Every insert of events or messages allocates through it: `_write` here, and the
+    admission statement (two messages and one event, on the conditions of its gate).
+    """
+    messages_sql = f" last_message_sequence = c.last_message_sequence + {messages}," if messages else ""
+    from_sql = f" FROM {source}" if source else ""
+    return (
+        f"UPDATE runtime_conversation c SET last_event_seq = c.last_event_seq + {events},{messages_sql}"
+        f" updated_at = now(){from_sql} WHERE {condition}"
+        " RETURNING c.id, c.last_event_seq AS event_seq, c.last_message_sequence AS message_sequence"
+    )
+
+
 def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> None:
-    """Allocates the seqs and inserts the events in one statement; the conversation row's lock, held to commit,
-    makes concurrent writers to one conversation take turns, so the seqs stay gapless."""
+    """Allocates the seqs and inserts the events in one statement."""
     submission_ids = [submission_id for submission_id, _ in entries]
     types = [str(event_type) for _, (event_type, _) in entries]
     payloads = [Jsonb(payload) for _, (_, payload) in entries]
     traces = {submission_id: _trace_id(submission_id) for submission_id in set(submission_ids)}
     with prepared_cursor() as cursor:
         cursor.execute(
-            "WITH allocated AS ("
-            "  UPDATE runtime_conversation SET last_event_seq = last_event_seq + %(count)s::bigint, updated_at = now()"
-            "  WHERE id = %(conversation)s::uuid RETURNING last_event_seq - %(count)s::bigint AS before"
-            ") INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
-            " SELECT %(conversation)s::uuid, allocated.before + entry.position, entry.type, entry.submission_id,"
+            f"WITH allocated AS ({sequence_allocation('c.id = %(conversation)s::uuid', events='%(count)s::bigint')})"
+            " INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
+            " SELECT %(conversation)s::uuid, allocated.event_seq - %(count)s::bigint + entry.position, entry.type,"
+            "        entry.submission_id,"
             "        entry.payload, entry.trace_id, clock_timestamp()"
             " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],"
             "                        %(traces)s::text[])"
@@ -112,22 +127,3 @@ def _trace_id(submission_id) -> str:
         return current
     traceparent = Run.objects.filter(submission_id=submission_id).values_list("traceparent", flat=True).first()
     return telemetry.trace_id_of(traceparent or "")
-
-
-def allocate_sequences(conversation_id, *, events: int, messages: int) -> tuple[int, int]:
-    """Reserves the next `events` event seqs and `messages` message sequences; returns the first of each.
-
-    The row lock this UPDATE takes is held to commit, so concurrent writers to one conversation
-    take turns and the sequences stay gapless.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runtime_conversation"
-            " SET last_event_seq = last_event_seq + %s,"
-            "     last_message_sequence = last_message_sequence + %s,"
-            "     updated_at = now()"
-            " WHERE id = %s RETURNING last_event_seq, last_message_sequence",
-            [events, messages, conversation_id],
-        )
-        last_event_seq, last_message_sequence = cursor.fetchone()
-    return last_event_seq - events + 1, last_message_sequence - messages + 1

@@ -15,28 +15,26 @@ The one module that knows runtime, tools and rebyte together (DESIGN §1.4, §5;
   whose outcome is unknown parks the run until reconciliation decides.
 """
 
-import contextvars
 import logging
 import os
-import queue
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from impo import telemetry
 from rebyte import services as rebyte_services
-from rebyte.client import LiveEvents, ProviderError, RebyteGateway, Refused, Unavailable, UnknownOutcome
-from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
+from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import selectors, services
 from runtime.models import Run, RunState, StaffRunActionOutcome
+from runtime.worker_threads import Heartbeat, LiveStream
 from tools import dispatch
 from tools import services as tool_services
 from tools.models import ToolCall, ToolCallState, ToolReceipt
@@ -63,7 +61,6 @@ _TURN_END_EVENTS = frozenset(
     {"agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"}
 )
 DEVICE_POLL_SECONDS = 0.25
-LIVE_CONNECT_SECONDS = 5.0
 
 
 def worker_identity() -> str:
@@ -76,7 +73,7 @@ def execute_run(run_id, worker_id: str) -> None:
     if claimed is None:
         return
     lease = claimed.lease
-    with _Heartbeat(lease) as heartbeat:
+    with Heartbeat(lease) as heartbeat:
         try:
             with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
                 _RunDriver(claimed, provider_gateway(), heartbeat).drive()
@@ -139,43 +136,6 @@ def _release_quietly(lease, cause: str, *, provider: bool) -> None:
         logger.warning("could not release: %s", exc)
 
 
-class _Heartbeat:
-    """Keeps the lease alive while the provider or a device is slow, and notices a takeover."""
-
-    def __init__(self, lease: services.Lease):
-        self._lease = lease
-        self._stop = threading.Event()
-        self.lost = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{lease.run_id}", daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join()
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise services.LeaseLost(f"run {self._lease.run_id}: heartbeat found the lease taken over")
-
-    def _beat(self):
-        try:
-            while not self._stop.wait(settings.IMPO_RUN_LEASE_SECONDS / 3):
-                try:
-                    services.heartbeat(self._lease)
-                except services.LeaseLost:
-                    self.lost.set()
-                    return
-                except Exception:
-                    # A database hiccup must not silently end the beat: the lease would lapse mid-turn.
-                    logger.exception("run %s: heartbeat failed; trying again", self._lease.run_id)
-                    connection.close()
-        finally:
-            connection.close()
-
-
 def _asks_for_truth(event) -> bool:
     if event.type == "agent.session.turn.item.done" and event.item.type == "message":
         # The user's input recorded as an item of the turn: nothing to project yet.
@@ -183,80 +143,8 @@ def _asks_for_truth(event) -> bool:
     return event.type in _TRUTH_EVENTS
 
 
-class _LiveStream:
-    """The session's live events, read in a thread into a queue; reconnects while it is wanted.
-
-    Only a wake-up and a source of deltas: whatever it misses, the next read of the truth brings.
-    """
-
-    def __init__(self, gateway: RebyteGateway, session_remote_id: str):
-        self._gateway = gateway
-        self._session = session_remote_id
-        self.events: queue.Queue = queue.Queue()
-        self.connected = threading.Event()
-        # Set while the stream is open (`connected` is also set when it could not be had).
-        self.open = threading.Event()
-        self._stop = threading.Event()
-        # The stream being read, interrupted when the driver leaves (a quiet stream would hold its thread and
-        # connection until the session's next event).
-        self._reading: LiveEvents | None = None
-        self._reading_lock = threading.Lock()
-        # The reader runs in the caller's context, so its provider spans belong to the run's trace.
-        reader = contextvars.copy_context().run
-        self._thread = threading.Thread(
-            target=reader, args=(self._read,), name=f"live-{session_remote_id}", daemon=True
-        )
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def wait_connected(self) -> None:
-        self.connected.wait(LIVE_CONNECT_SECONDS)
-
-    def __exit__(self, *exc_info):
-        with self._reading_lock:
-            self._stop.set()
-            if self._reading is not None:
-                self._reading.interrupt()
-
-    def _read(self):
-        while not self._stop.is_set():
-            try:
-                with self._gateway.live_events(self._session) as events:
-                    with self._reading_lock:
-                        if self._stop.is_set():
-                            return
-                        self._reading = events
-                    self.open.set()
-                    self.connected.set()
-                    for event in events:
-                        if self._stop.is_set():
-                            return
-                        self.events.put(event)
-            except ProviderError as exc:
-                logger.info("live stream of %s broke: %s", self._session, exc)
-            finally:
-                with self._reading_lock:
-                    self._reading = None
-                self.open.clear()
-            self.connected.set()  # the caller must not wait for a stream that cannot be had
-            self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
-
-    def drain(self, timeout: float) -> list:
-        try:
-            batch = [self.events.get(timeout=timeout)]
-        except queue.Empty:
-            return []
-        while True:
-            try:
-                batch.append(self.events.get_nowait())
-            except queue.Empty:
-                return batch
-
-
 class _RunDriver:
-    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: _Heartbeat):
+    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: Heartbeat):
         self.claimed = claimed
         self.run = claimed.run
         self.remote_turn = claimed.remote_turn
@@ -264,6 +152,10 @@ class _RunDriver:
         self.gateway = gateway
         self.heartbeat = heartbeat
         self.live_text: dict[str, str] = {}
+        # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
+        # its copy of the run, which is the claim's read).
+        self.input_sent = claimed.run.input_sent_at is not None
+        self.provider_failures = claimed.run.provider_failures
         # Seen on the run row each projection locks: a cancel asked for while deltas stream is relayed at once,
         # not at the next quiet moment.
         self.cancel_seen = False
@@ -275,8 +167,8 @@ class _RunDriver:
         session = self._session_with_input()
         if session is None:
             return  # parked for reconciliation
-        with _LiveStream(self.gateway, session.remote_id) as live:
-            sending = self.run.input_sent_at is None
+        with LiveStream(self.gateway, session.remote_id) as live:
+            sending = not self.input_sent
             if sending:
                 self._send_input(session, live)
             else:
@@ -292,7 +184,7 @@ class _RunDriver:
         if self.remote_turn.session_id is not None:
             return self.remote_turn.session
         owner = self.run.submission.conversation.owner
-        if self.run.input_sent_at is not None:
+        if self.input_sent:
             # An earlier attempt created (or tried to create) a session carrying this input: finish that.
             intent = CreationIntent.objects.filter(run=self.run, kind=IntentKind.SESSION).latest("created_at")
             return self._realise_session(intent)
@@ -305,9 +197,8 @@ class _RunDriver:
             return None
         parts = self._input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
         with self.fence() as run:
-            services.mark_input_sent(run)
+            self.input_sent = services.mark_input_sent(run) is not None
             intent = rebyte_services.open_session_intent(run, tools=self.claimed.tools, input_parts=parts)
-        self.run.input_sent_at = timezone.now()
         return self._realise_session(intent)
 
     def _realise_session(self, intent: CreationIntent) -> RemoteSession | None:
@@ -332,7 +223,7 @@ class _RunDriver:
         parts.append(self.run.submission.user_message.text)
         return parts
 
-    def _send_input(self, session: RemoteSession, live: _LiveStream) -> None:
+    def _send_input(self, session: RemoteSession, live: LiveStream) -> None:
         """Sends the run's message once no turn of the session is active (input never steers a turn).
 
         The live stream connects meanwhile; it is waited for before the message leaves, so that it carries the
@@ -340,14 +231,13 @@ class _RunDriver:
         """
         turns = self._wait_until_session_idle(session)
         with self.fence() as run:
-            services.mark_input_sent(run)
+            self.input_sent = services.mark_input_sent(run) is not None
             rebyte_services.bind_session(
                 self.remote_turn,
                 session,
                 baseline_turn_ids=[t.id for t in turns],
                 message_sequence=self._message_sequence,
             )
-        self.run.input_sent_at = timezone.now()
         live.wait_connected()
         self.gateway.send_message(session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key)
 
@@ -384,7 +274,7 @@ class _RunDriver:
 
     # --- following the turn -----------------------------------------------------------------------
 
-    def _follow(self, session: RemoteSession, live: _LiveStream, *, read_truth: bool) -> None:
+    def _follow(self, session: RemoteSession, live: LiveStream, *, read_truth: bool) -> None:
         last_resend = time.monotonic()
         while True:
             self.heartbeat.check()
@@ -441,11 +331,10 @@ class _RunDriver:
         The turn is read before the items, so the items of a turn seen terminal are complete.
         """
         items = self.gateway.list_items(session.remote_id)
-        if self.run.provider_failures:
+        if self.provider_failures:
             # The provider answers again: the next outage backs off from the start.
             with self.fence() as run:
-                services.note_provider_recovered(run)
-            self.run.provider_failures = 0
+                self.provider_failures = services.note_provider_recovered(run)
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
         texts = {m.id: (m.output_text, m.status != "in_progress") for m in messages}
@@ -456,7 +345,7 @@ class _RunDriver:
                 code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
                 error = (code, message, False)
 
-            def finish(run: Run) -> None:
+            def finish(run: services.FencedRun) -> None:
                 if state == RunState.COMPLETED:
                     rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
                 services.finish_in_transaction(run, state, error=error)
@@ -492,7 +381,9 @@ class _RunDriver:
             self._project(texts)
         return placed_all
 
-    def _project(self, texts: dict[str, tuple[str, bool]], *, then: Callable[[Run], None] | None = None) -> None:
+    def _project(
+        self, texts: dict[str, tuple[str, bool]], *, then: Callable[[services.FencedRun], None] | None = None
+    ) -> None:
         """One fenced transaction for everything not yet projected of these items (text, completed), with the
         turn's binding, and with `then` (the run's end) when the turn is over."""
         outputs, progress = [], {}
@@ -532,9 +423,10 @@ class _RunDriver:
         """Settles and sends each call's result; True when a call awaits approval and the run was parked."""
         for action in actions:
             with self.fence() as run:
-                call = tool_services.record_call(
+                call, events = tool_services.record_call(
                     run, call_id=action.call_id, name=action.name, arguments=action.arguments
                 )
+                run.append(events)
                 if call.state == ToolCallState.AWAITING_APPROVAL:
                     services.await_approval(run)
             if call.state == ToolCallState.AWAITING_APPROVAL:
@@ -577,32 +469,7 @@ class _RunDriver:
             time.sleep(DEVICE_POLL_SECONDS)
 
 
-# --- the sweeper's part: runs waiting for a creation the reconciler settled -----------------------
-
-
-def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
-    """Reconciles pending creation intents, then resumes (or fails) the runs that waited for them."""
-    settled = rebyte_services.reconcile_open_intents(gateway)
-    resumed = 0
-    with transaction.atomic(durable=True):
-        waiting = (
-            Run.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("submission", "remote_turn__pending_intent")
-            .filter(
-                state=RunState.PENDING_RECONCILIATION,
-                remote_turn__pending_intent__state__in=[IntentState.CREATED, IntentState.FAILED],
-            )[: services.SWEEP_BATCH]
-        )
-        for run in waiting:
-            remote_turn: RemoteTurn = run.remote_turn
-            intent = remote_turn.pending_intent
-            rebyte_services.wait_for_intent(remote_turn, None)
-            if intent.state == IntentState.FAILED:
-                services.fail_parked_run(run, code="provider_rejected", message=intent.last_error)
-            else:
-                services.resume_parked_run(run)
-                resumed += 1
-    return settled, resumed
+# --- staff -----------------------------------------------------------------------------------------
 
 
 def staff_retry_failed_run(run_id, *, actor, batch) -> str:

@@ -1,21 +1,56 @@
-"""Row locks of the runtime's conversations and runs, always in this order: Run rows (by id), then the
-Conversation row. A worker ending a run holds the run and then appends its event, which locks the conversation;
-taking them the other way round could deadlock against it.
+"""Every row lock the project takes on a Run, and the runtime's conversation lock.
+
+Order, always: Run rows (several only in id order), then their tool calls and invocations, then the Conversation
+row. A worker ending a run holds the run and then appends its event, which locks the conversation; taking them the
+other way round could deadlock against it.
+
+One lock mode for Run rows: FOR NO KEY UPDATE, on the run row alone (`of=self`: never the rows a select_related
+joins). It conflicts with itself, so two writers of one run take turns exactly as under FOR UPDATE. What FOR UPDATE
+would add is making FOR KEY SHARE wait, the lock an insert of a referencing row (a tool call, a creation intent, a
+staff action) takes on the run: but no transaction changes a run's id, and every such insert is made by a
+transaction that already holds that run's lock, so the stronger mode would only add waits.
 """
 
 from django.db import connection
+from django.db.models import Q, QuerySet
 
 from runtime.models import ACTIVE_RUN_STATES, Run
+
+RELATED_FOR_WRITES = ("submission",)
+
+
+def locking_runs(*, skip_locked: bool = False) -> QuerySet:
+    """Runs locked as they are read; `skip_locked` passes over runs another transaction holds."""
+    return Run.objects.select_for_update(no_key=True, skip_locked=skip_locked, of=("self",))
+
+
+def lock_run(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> Run | None:
+    """One run found by `lookup` (its id, its submission, one of its tool calls or invocations), waiting for its
+    holder; None when none matches. An owner's request names `submission__owner` so another user's run is None."""
+    return locking_runs().select_related(*related).filter(**lookup).first()
+
+
+def lock_runs(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> list[Run]:
+    """Several runs in one transaction, waiting for each, in id order (the order that cannot deadlock)."""
+    return list(locking_runs().select_related(*related).filter(**lookup).order_by("id"))
+
+
+def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
+    """The run while `generation` is its fencing token and a worker holds it; None once the lease was taken over."""
+    return lock_run(id=run_id, lease_generation=generation, state__in=leased_states)
+
+
+def lock_free_runs(
+    condition: Q, *, order_by: str, limit: int, related: tuple[str, ...] = RELATED_FOR_WRITES
+) -> list[Run]:
+    """Up to `limit` runs matching `condition` that nobody holds: the sweeper's batches, which must not queue
+    behind a worker (the next pass finds a run skipped now)."""
+    return list(locking_runs(skip_locked=True).select_related(*related).filter(condition).order_by(order_by)[:limit])
 
 
 def lock_unfinished_runs(conversation_id) -> list[Run]:
     """The conversation's unfinished runs, locked in id order, with their submissions."""
-    return list(
-        Run.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("submission")
-        .filter(submission__conversation_id=conversation_id, state__in=ACTIVE_RUN_STATES)
-        .order_by("id")
-    )
+    return lock_runs(submission__conversation_id=conversation_id, state__in=ACTIVE_RUN_STATES)
 
 
 def lock_conversation(conversation_id) -> str:

@@ -7,25 +7,33 @@
   its receipt (see `device_receipt`) and, past the deadline, the call is uncertain and the agent told so.
 A receipt, once saved, is what every later delivery of the call gets.
 
-`fence` opens the run's fenced transaction and yields the locked run (the caller owns leases); it raises
-when the lease was lost, so nothing here commits for a worker that was replaced.
+`fence` opens the run's fenced transaction and yields a read-only view of the locked run (the caller owns
+leases and the run's state); it raises when the lease was lost, so nothing here commits for a worker that was
+replaced. The events a settled call returns are appended through the view, in that transaction.
 """
 
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from typing import Protocol
 
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
 from impo import telemetry
-from runtime.models import Run
 from tools import services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry
 
-Fence = Callable[[], AbstractContextManager[Run]]
+
+class FencedRun(Protocol):
+    """What a fenced block holds: the run's fields to read, and `append` for the events of what it settled."""
+
+    def append(self, events: services.Events) -> None: ...
+
+
+Fence = Callable[[], AbstractContextManager[FencedRun]]
 
 
 def _call_attributes(call: ToolCall, **_) -> dict:
@@ -65,10 +73,12 @@ def device_receipt(call: ToolCall, *, fence: Fence, cancel_requested: bool) -> T
     expires_at = DeviceInvocation.objects.values_list("expires_at", flat=True).get(tool_call=call)
     if cancel_requested:
         with fence() as run:
-            receipt = services.withdraw_invocation(run, call.call_id)
+            receipt, events = services.withdraw_invocation(run, call.call_id)
+            run.append(events)
     if receipt is None and time.time() >= expires_at.timestamp():
         with fence() as run:
-            receipt = services.expire_invocation(run, call.call_id)
+            receipt, events = services.expire_invocation(run, call.call_id)
+            run.append(events)
     return receipt
 
 
@@ -104,10 +114,15 @@ def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> Too
                 "timeout", f"{definition.name} did not finish within {definition.timeout:g} seconds."
             )
         except ToolError as exc:
-            with fence() as run:
-                return services.save_result(run, call.call_id, services.error_result(exc.code, exc.message))
+            return _save_result(fence, call, services.error_result(exc.code, exc.message))
+    return _save_result(fence, call, last_failure)
+
+
+def _save_result(fence: Fence, call: ToolCall, result: dict) -> ToolReceipt:
     with fence() as run:
-        return services.save_result(run, call.call_id, last_failure)
+        receipt, events = services.save_result(run, call.call_id, result)
+        run.append(events)
+        return receipt
 
 
 def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
@@ -135,8 +150,7 @@ def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
         raise
     finally:
         executor.shutdown(wait=False)
-    with fence() as run:
-        return services.save_result(run, call.call_id, {"output": output})
+    return _save_result(fence, call, {"output": output})
 
 
 def _act_in_transaction(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
@@ -146,7 +160,9 @@ def _act_in_transaction(call, definition: ToolDefinition, fence: Fence) -> ToolR
                 # Bounds each statement of the effect; a cancelled one rolls the whole attempt back.
                 cursor.execute("SET LOCAL statement_timeout = %s", [f"{int(definition.timeout * 1000)}ms"])
             output = definition.handler(_invocation(call))
-            return services.save_result(run, call.call_id, {"output": output})
+            receipt, events = services.save_result(run, call.call_id, {"output": output})
+            run.append(events)
+            return receipt
     except OperationalError as exc:
         if _statement_timed_out(exc):
             raise _TimedOut() from exc

@@ -1,8 +1,10 @@
-"""Write paths of tool calls: the worker's side (inside the run's fenced transaction) and the device bridge's.
+"""Write paths of tool calls, inside a transaction in which the caller (runtime) holds the call's run locked.
 
 Lock order, everywhere: a Run row, then its ToolCall / DeviceInvocation rows, then (through the event
-log) its Conversation row. The worker-side functions take the run locked by the caller's fenced
-transaction and join it; they never change the run itself: its states belong to runtime.
+log) its Conversation row. Every function here takes the run its caller locked (a model, or the read-only view a
+fenced block holds) and joins the caller's transaction; none changes the run itself (its states belong to
+runtime), and none writes the event log: what a client should see is returned as events, `(type, payload)`
+pairs, which the caller appends in the same transaction.
 """
 
 import json
@@ -11,12 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from impo import telemetry
 from impo.errors import Conflict, Gone, InvalidRequest, NotFound
-from runtime.events import append_events
 from runtime.models import EventType, Run
 from tools.models import (
     OPEN_INVOCATION_STATUSES,
@@ -31,7 +31,7 @@ from tools.models import (
     ToolReceipt,
 )
 from tools.registry import ToolDefinition, registry
-from tools.selectors import device_for_submission, invocation_traceparent, offered_tool, staff_finding
+from tools.selectors import device_for_submission, offered_tool, staff_finding
 
 
 def tool_result_text(result: dict) -> str:
@@ -48,8 +48,8 @@ def error_result(code: str, message: str) -> dict:
     return {"error": {"code": code, "message": message}}
 
 
-def _events(run: Run, items: list[tuple[str, dict]]) -> None:
-    append_events(run.submission.conversation_id, run.submission_id, items)
+# What a client should see of a change, for the caller to append to the run's conversation.
+Events = list[tuple[str, dict]]
 
 
 def _requested_payload(call: ToolCall) -> dict:
@@ -70,14 +70,13 @@ def _completed_payload(call: ToolCall, result: dict) -> dict:
     return payload
 
 
-def _save_receipt(run: Run, call: ToolCall, result: dict) -> ToolReceipt:
-    """Settles a locked call with its durable result and projects it; the caller's transaction commits both."""
+def save_receipt(call: ToolCall, result: dict) -> tuple[ToolReceipt, Events]:
+    """Settles a locked call with its durable result; the caller's transaction commits it with its event."""
     receipt = ToolReceipt.objects.create(tool_call=call, result=result)
     call.transition_to(ToolCallState.FAILED if "error" in result else ToolCallState.SUCCEEDED)
     call.error_code = result["error"]["code"] if "error" in result else ""
     call.save(update_fields=["state", "error_code", "updated_at"])
-    _events(run, [(EventType.TOOL_COMPLETED, _completed_payload(call, result))])
-    return receipt
+    return receipt, [(EventType.TOOL_COMPLETED, _completed_payload(call, result))]
 
 
 def _parse_arguments(raw) -> dict | None:
@@ -90,8 +89,8 @@ def _parse_arguments(raw) -> dict | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def _locked_call(run: Run, call_id: str) -> ToolCall:
-    return ToolCall.objects.select_for_update().get(run=run, call_id=call_id)
+def locked_call(run: Run, call_id: str) -> ToolCall:
+    return ToolCall.objects.select_for_update().get(run_id=run.id, call_id=call_id)
 
 
 # --- worker side, inside the run's fenced transaction ---------------------------------------------------
@@ -102,7 +101,7 @@ def _call_attributes(run: Run, **arguments) -> dict:
 
 
 @telemetry.traced("impo.tool.record", attributes=_call_attributes)
-def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
+def record_call(run: Run, *, call_id: str, name: str, arguments) -> tuple[ToolCall, Events]:
     """Records a provider's function call once per run; a redelivery (a successor, a re-read) finds it.
 
     A call that cannot be dispatched (not offered here, arguments not matching the schema, no device
@@ -110,13 +109,13 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
     owner's approval waits for it (the caller parks the run). A device tool's invocation is created in
     the same transaction as its dispatch (here, or with its approval), so it exists exactly once per call.
     """
-    existing = ToolCall.objects.filter(run=run, call_id=call_id).first()
+    existing = ToolCall.objects.filter(run_id=run.id, call_id=call_id).first()
     if existing is not None:
-        return existing
+        return existing, []
     definition = offered_tool(run, name)
     parsed = _parse_arguments(arguments)
     call = ToolCall.objects.create(
-        run=run,
+        run_id=run.id,
         call_id=call_id,
         tool_name=name,
         side_effect=definition.side_effect if definition else "",
@@ -135,10 +134,9 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> ToolCall:
         requested.append((EventType.TOOL_APPROVAL_REQUESTED, _ask_approval(call)))
     elif device is not None:
         requested[0][1]["device"] = _open_invocation(call, definition, device)
-    _events(run, requested)
     if refusal is not None:
-        _save_receipt(run, call, refusal)
-    return call
+        requested += save_receipt(call, refusal)[1]
+    return call, requested
 
 
 def _no_device(name: str) -> dict:
@@ -177,20 +175,20 @@ def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | Non
 
 def mark_dispatched(run: Run, call_id: str) -> ToolCall:
     """Counts an attempt before acting, so a successor knows the call may already have acted."""
-    call = _locked_call(run, call_id)
+    call = locked_call(run, call_id)
     call.transition_to(ToolCallState.DISPATCHED)
     call.attempts += 1
     call.save(update_fields=["state", "attempts", "updated_at"])
     return call
 
 
-def save_result(run: Run, call_id: str, result: dict) -> ToolReceipt:
-    return _save_receipt(run, _locked_call(run, call_id), result)
+def save_result(run: Run, call_id: str, result: dict) -> tuple[ToolReceipt, Events]:
+    return save_receipt(locked_call(run, call_id), result)
 
 
 def mark_submitted(run: Run, receipt_ids: list[int]) -> None:
     """The provider acknowledged these results (202): a successor need not send them again."""
-    ToolReceipt.objects.filter(id__in=receipt_ids, tool_call__run=run, submitted_at__isnull=True).update(
+    ToolReceipt.objects.filter(id__in=receipt_ids, tool_call__run_id=run.id, submitted_at__isnull=True).update(
         submitted_at=timezone.now()
     )
 
@@ -199,39 +197,34 @@ def _locked_invocation_of_call(run: Run, call_id: str) -> DeviceInvocation:
     return (
         DeviceInvocation.objects.select_for_update(of=("self",))
         .select_related("tool_call")
-        .get(tool_call__run=run, tool_call__call_id=call_id)
+        .get(tool_call__run_id=run.id, tool_call__call_id=call_id)
     )
 
 
-def _make_uncertain(run: Run, call: ToolCall, code: str, message: str) -> ToolReceipt:
+def _make_uncertain(call: ToolCall, code: str, message: str) -> tuple[ToolReceipt, Events]:
     """A call whose device may or may not have acted: never retried, listed for staff, the agent told so."""
     call.transition_to(ToolCallState.UNCERTAIN)
     call.error_code = code
     call.save(update_fields=["state", "error_code", "updated_at"])
-    _events(
-        run,
-        [
-            (
-                EventType.TOOL_UNCERTAIN,
-                {"toolCallId": call.call_id, "toolName": call.tool_name, "code": code, "message": message},
-            )
-        ],
-    )
-    return ToolReceipt.objects.create(tool_call=call, result=error_result(code, message))
+    receipt = ToolReceipt.objects.create(tool_call=call, result=error_result(code, message))
+    payload = {"toolCallId": call.call_id, "toolName": call.tool_name, "code": code, "message": message}
+    return receipt, [(EventType.TOOL_UNCERTAIN, payload)]
 
 
-def _end_invocation(run: Run, invocation: DeviceInvocation, status: str, code: str, message: str) -> ToolReceipt:
+def end_invocation(
+    run: Run, invocation: DeviceInvocation, status: str, code: str, message: str
+) -> tuple[ToolReceipt, Events]:
     """Ends an open invocation: one never claimed did not run (an error receipt); a claimed one may have."""
     was_claimed = invocation.status == InvocationStatus.CLAIMED
     invocation.status = status
     invocation.save(update_fields=["status"])
-    call = _locked_call(run, invocation.tool_call.call_id)
+    call = locked_call(run, invocation.tool_call.call_id)
     if was_claimed:
-        return _make_uncertain(run, call, code, message)
-    return _save_receipt(run, call, error_result(code, message))
+        return _make_uncertain(call, code, message)
+    return save_receipt(call, error_result(code, message))
 
 
-def expire_invocation(run: Run, call_id: str) -> ToolReceipt | None:
+def expire_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
     """Past the deadline without a result: the call is uncertain and the agent is told so. None if a result won.
 
     The action may or may not have happened, so it is never retried; the call stays listed for staff to
@@ -239,24 +232,22 @@ def expire_invocation(run: Run, call_id: str) -> ToolReceipt | None:
     """
     invocation = _locked_invocation_of_call(run, call_id)
     if invocation.status not in OPEN_INVOCATION_STATUSES or timezone.now() < invocation.expires_at:
-        return None
+        return None, []
     invocation.status = InvocationStatus.EXPIRED
     invocation.save(update_fields=["status"])
     message = "The device did not report a result before the deadline; the action may or may not have run."
-    return _make_uncertain(run, _locked_call(run, call_id), "device_timeout", message)
+    return _make_uncertain(locked_call(run, call_id), "device_timeout", message)
 
 
-def withdraw_invocation(run: Run, call_id: str) -> ToolReceipt | None:
+def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
     """On cancellation: the invocation leaves its device's list and refuses results. None if a result won.
 
     One never claimed did not run; a claimed one may have, so its call becomes uncertain.
     """
     invocation = _locked_invocation_of_call(run, call_id)
     if invocation.status not in OPEN_INVOCATION_STATUSES:
-        return None
-    return _end_invocation(
-        run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled."
-    )
+        return None, []
+    return end_invocation(run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled.")
 
 
 # --- approval: a person's answer gates the dispatch (README "Tool approval") --------------------------
@@ -313,14 +304,14 @@ def _record_decision(approval: ToolApproval, status: str, outcome: str, **fields
     approval.save()
 
 
-def _deny(run: Run, call: ToolCall, approval: ToolApproval, outcome: str, message: str, **fields) -> None:
+def _deny(call: ToolCall, approval: ToolApproval, outcome: str, message: str, **fields) -> Events:
     """The call fails without acting; the agent reads `outcome: message` as the tool's error."""
     _record_decision(approval, ApprovalStatus.DENIED, outcome, **fields)
-    _events(run, [(EventType.TOOL_APPROVAL_DECIDED, _decided_payload(call, approval))])
-    _save_receipt(run, call, error_result(outcome, message))
+    decided = [(EventType.TOOL_APPROVAL_DECIDED, _decided_payload(call, approval))]
+    return decided + save_receipt(call, error_result(outcome, message))[1]
 
 
-def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalAnswer, decided_by) -> None:
+def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalAnswer, decided_by) -> Events:
     definition = registry.get(call.tool_name)
     arguments = call.arguments if answer.arguments is None else answer.arguments
     problem = definition.validation_error(arguments)
@@ -348,9 +339,10 @@ def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalA
             refusal = _no_device(call.tool_name)
         else:
             decided["device"] = _open_invocation(call, definition, device)
-    _events(run, [(EventType.TOOL_APPROVAL_DECIDED, decided)])
+    events = [(EventType.TOOL_APPROVAL_DECIDED, decided)]
     if refusal is not None:
-        _save_receipt(run, call, refusal)
+        events += save_receipt(call, refusal)[1]
+    return events
 
 
 # Why a decided approval takes no answer any more, when no person decided it.
@@ -362,14 +354,15 @@ _APPROVAL_GONE = {
 
 def answer_approval(
     run: Run, tool_call_id: uuid.UUID, answer: ApprovalAnswer, *, decided_by
-) -> tuple[ToolApproval, bool]:
-    """Records the owner's answer for a call of the locked run; returns the approval and whether it was a replay.
+) -> tuple[ToolApproval, bool, Events]:
+    """Records the owner's answer for a call of the locked run; returns the approval, whether it was a replay, and
+    the events of the decision.
 
     One decision per call: the same clientDecisionId with the same answer, or another device giving the
     same answer, gets the recorded decision back; a different answer is a 409. A call past its deadline or
     whose run was cancelled is 410, whatever the sweeper has written yet.
     """
-    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run=run)
+    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run_id=run.id)
     approval = ToolApproval.objects.select_for_update().filter(tool_call=call).first()
     if approval is None:
         raise NotFound("No approval is asked for this tool call.")
@@ -382,30 +375,28 @@ def answer_approval(
                 raise Conflict(
                     "This clientDecisionId was already used for another answer.", code="idempotency_conflict"
                 )
-            return approval, True
+            return approval, True, []
         if _same_decision(call, approval, answer):
-            return approval, True
+            return approval, True, []
         raise Conflict("This call was already answered differently.", code="approval_conflict")
     if run.cancel_requested_at is not None:
         raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code="approval_cancelled")
     if timezone.now() >= approval.expires_at:
         raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code="approval_expired")
     if answer.approve:
-        _approve(run, call, approval, answer, decided_by)
-    else:
-        message = f"The user denied this call: {answer.reason}" if answer.reason else "The user denied this call."
-        _deny(
-            run,
-            call,
-            approval,
-            ApprovalOutcome.DENIED,
-            message,
-            reason=answer.reason,
-            client_decision_id=answer.client_decision_id,
-            answer=answer.to_record(),
-            decided_by=decided_by,
-        )
-    return approval, False
+        return approval, False, _approve(run, call, approval, answer, decided_by)
+    message = f"The user denied this call: {answer.reason}" if answer.reason else "The user denied this call."
+    events = _deny(
+        call,
+        approval,
+        ApprovalOutcome.DENIED,
+        message,
+        reason=answer.reason,
+        client_decision_id=answer.client_decision_id,
+        answer=answer.to_record(),
+        decided_by=decided_by,
+    )
+    return approval, False, events
 
 
 def _same_decision(call: ToolCall, approval: ToolApproval, answer: ApprovalAnswer) -> bool:
@@ -419,227 +410,44 @@ def _pending_approvals(run: Run, **filters):
     return (
         ToolApproval.objects.select_for_update(of=("self", "tool_call"))
         .select_related("tool_call")
-        .filter(tool_call__run=run, status=ApprovalStatus.PENDING, **filters)
+        .filter(tool_call__run_id=run.id, status=ApprovalStatus.PENDING, **filters)
         .order_by("created_at")
     )
 
 
-def deny_for_cancel(run: Run) -> int:
+def deny_for_cancel(run: Run) -> Events:
     """Inside the cancel's transaction (the run locked first): every pending approval of the run is denied."""
-    pending = list(_pending_approvals(run))
-    for approval in pending:
-        _deny(
-            run,
-            approval.tool_call,
-            approval,
-            ApprovalOutcome.CANCELLED,
-            "The run was cancelled before this call was approved.",
-        )
-    return len(pending)
+    events = []
+    for approval in _pending_approvals(run):
+        message = "The run was cancelled before this call was approved."
+        events += _deny(approval.tool_call, approval, ApprovalOutcome.CANCELLED, message)
+    return events
 
 
-def deny_expired(run: Run) -> int:
-    """The locked run's approvals past their deadline are denied; the agent reads `approval_timeout`."""
+def deny_expired(run: Run) -> tuple[int, Events]:
+    """The locked run's approvals past their deadline are denied (the agent reads `approval_timeout`); returns how
+    many, with their events."""
     expired = list(_pending_approvals(run, expires_at__lte=timezone.now()))
+    events = []
     for approval in expired:
         seconds = (approval.expires_at - approval.created_at).total_seconds()
-        _deny(
-            run,
-            approval.tool_call,
-            approval,
-            ApprovalOutcome.TIMED_OUT,
-            f"No one approved this call within {seconds:.0f} seconds.",
-        )
-    return len(expired)
+        message = f"No one approved this call within {seconds:.0f} seconds."
+        events += _deny(approval.tool_call, approval, ApprovalOutcome.TIMED_OUT, message)
+    return len(expired), events
 
 
 # --- reconciliation ---------------------------------------------------------------------------------
 
 
-def resolve_uncertain_call(tool_call_id: uuid.UUID, *, succeeded: bool, note: str) -> ToolCall:
-    """Staff's finding about an uncertain call: what really happened, shown to the owner as resolved by staff.
-
-    The agent was already told the outcome was unknown and the run went on; the finding settles the record.
-    """
-    with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update(of=("self",)).select_related("submission").get(tool_calls__id=tool_call_id)
-        call = ToolCall.objects.select_for_update().get(id=tool_call_id)
-        if call.state != ToolCallState.UNCERTAIN:
-            raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
-        call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)
-        call.resolution_note = note
-        call.resolved_at = timezone.now()
-        call.save(update_fields=["state", "resolution_note", "resolved_at", "updated_at"])
-        payload = {**_completed_payload(call, staff_finding(succeeded, note)), "resolvedByStaff": True}
-        _events(run, [(EventType.TOOL_COMPLETED, payload)])
-        return call
-
-
-# --- device bridge (ICA v1, DESIGN §4) --------------------------------------------------------------
-
-
-def register_device(*, owner, installation_id: str, tools: list[str]) -> Device:
-    """Same user and installation -> same device; its tool list is replaced by the latest one.
-
-    A tool no longer listed is revoked: its open invocations end (`permission_revoked`), so the runs
-    waiting on them go on instead of waiting out the deadline.
-    """
-    for _ in range(2):
-        try:
-            with transaction.atomic(durable=True):
-                device, created = Device.objects.select_for_update().get_or_create(
-                    owner=owner, installation_id=installation_id, defaults={"tools": tools}
-                )
-                if not created and device.tools != tools:
-                    device.tools = tools
-                    device.save(update_fields=["tools", "updated_at"])
-                    _revoke_dropped_tools(device)
-                return device
-        except IntegrityError:
-            continue  # a concurrent first registration won; the next round finds its row
-    raise Conflict("The device registration could not be saved; try again.", code="registration_conflict")
-
-
-def _revoke_dropped_tools(device: Device) -> None:
-    """Runs are locked before their invocations (the lock order above), each run in id order."""
-    dropped = DeviceInvocation.objects.filter(device=device, status__in=OPEN_INVOCATION_STATUSES).exclude(
-        tool_call__tool_name__in=device.tools
-    )
-    runs = (
-        Run.objects.select_for_update(of=("self",))
-        .select_related("submission")
-        .filter(tool_calls__invocation__in=dropped)
-        .order_by("id")
-    )
-    for run in runs:
-        invocations = (
-            DeviceInvocation.objects.select_for_update(of=("self",))
-            .select_related("tool_call")
-            .filter(tool_call__run=run, device=device, status__in=OPEN_INVOCATION_STATUSES)
-            .exclude(tool_call__tool_name__in=device.tools)
-            .order_by("created_at")
-        )
-        for invocation in invocations:
-            _end_invocation(
-                run,
-                invocation,
-                InvocationStatus.REVOKED,
-                "permission_revoked",
-                f"The device no longer offers {invocation.tool_call.tool_name}.",
-            )
-
-
-def _locked_invocation(owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> tuple[Run, DeviceInvocation]:
-    """Another user's invocation and another device's look alike: not found (existence is not revealed)."""
-    run = (
-        Run.objects.select_for_update(of=("self",))
-        .select_related("submission")
-        .filter(tool_calls__invocation__id=invocation_id, submission__owner=owner)
-        .first()
-    )
-    if run is None:
-        raise NotFound("No such invocation.")
-    invocation = (
-        DeviceInvocation.objects.select_for_update(of=("self",)).select_related("tool_call").get(id=invocation_id)
-    )
-    if invocation.device_id != device_id:
-        raise NotFound("No such invocation.")
-    return run, invocation
-
-
-# Why an invocation no longer accepts a claim or a first result, in the codes the original's apps know.
-_GONE = {
-    InvocationStatus.EXPIRED: ("invocation_expired", "This invocation expired."),
-    InvocationStatus.CANCELLED: ("invocation_cancelled", "The run of this invocation was cancelled."),
-    InvocationStatus.REVOKED: ("permission_revoked", "The device no longer offers this tool."),
-}
-
-
-def _refuse_if_gone(run: Run, invocation: DeviceInvocation) -> None:
-    """410 once the invocation ended, or its run's cancel was asked for (the worker ends it soon after)."""
-    if invocation.status in _GONE:
-        code, message = _GONE[invocation.status]
-        raise Gone(message, code=code)
-    if run.cancel_requested_at is not None:
-        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code="invocation_cancelled")
-    if timezone.now() >= invocation.expires_at:
-        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code="invocation_expired")
-
-
-def _invocation_attributes(**arguments) -> dict:
-    return {"impo.device_invocation.id": arguments["invocation_id"], "impo.device.id": arguments["device_id"]}
-
-
-def _invocation_trace(**arguments) -> str:
-    return invocation_traceparent(arguments["invocation_id"])
-
-
-@telemetry.traced("impo.device_invocation.claim", attributes=_invocation_attributes, parent=_invocation_trace)
-def claim_invocation(*, owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> DeviceInvocation:
-    with transaction.atomic(durable=True):
-        run, invocation = _locked_invocation(owner, invocation_id, device_id)
-        if invocation.status == InvocationStatus.COMPLETED:
-            return invocation  # the same device claiming again gets the same execution
-        _refuse_if_gone(run, invocation)
-        if invocation.status == InvocationStatus.CLAIMED:
-            return invocation
-        invocation.status = InvocationStatus.CLAIMED
-        invocation.execution_id = uuid.uuid4()
-        invocation.claimed_at = timezone.now()
-        invocation.save(update_fields=["status", "execution_id", "claimed_at"])
-        call = _locked_call(run, invocation.tool_call.call_id)
-        call.transition_to(ToolCallState.ACCEPTED)
-        call.save(update_fields=["state", "updated_at"])
-        _events(
-            run,
-            [
-                (
-                    EventType.TOOL_ACCEPTED,
-                    {
-                        "toolCallId": call.call_id,
-                        "toolName": call.tool_name,
-                        "invocationId": str(invocation.id),
-                        "deviceId": str(invocation.device_id),
-                        "status": run.state,
-                    },
-                )
-            ],
-        )
-        return invocation
-
-
-@telemetry.traced("impo.device_invocation.result", attributes=_invocation_attributes, parent=_invocation_trace)
-def complete_invocation(
-    *, owner, invocation_id: uuid.UUID, device_id: uuid.UUID, execution_id: uuid.UUID, report: dict
-) -> bool:
-    """Saves the device's result as the call's receipt; returns whether it was an identical retry.
-
-    An identical retry is answered as a duplicate whatever happened since (a deadline, a cancel): the
-    device saved its result before posting it and may post it again until it hears back.
-    """
-    with transaction.atomic(durable=True):
-        run, invocation = _locked_invocation(owner, invocation_id, device_id)
-        if invocation.execution_id is not None and invocation.execution_id != execution_id:
-            raise Conflict("This result is for another execution of the invocation.", code="execution_mismatch")
-        if invocation.status == InvocationStatus.COMPLETED:
-            if invocation.result != report:
-                raise Conflict("A different result was already recorded.", code="idempotency_conflict")
-            return True
-        _refuse_if_gone(run, invocation)
-        if invocation.status == InvocationStatus.PENDING:
-            raise Conflict("Claim the invocation before reporting its result.", code="invocation_not_claimed")
-        invocation.status = InvocationStatus.COMPLETED
-        invocation.result = report
-        invocation.completed_at = timezone.now()
-        invocation.save(update_fields=["status", "result", "completed_at"])
-        _save_receipt(run, _locked_call(run, invocation.tool_call.call_id), _device_result(report))
-        return False
-
-
-def _device_result(report: dict) -> dict:
-    if report["success"]:
-        return {"output": report.get("output")}
-    error = report.get("error")
-    if isinstance(error, dict):
-        return error_result(str(error.get("code") or "device_error"), str(error.get("message") or ""))
-    return error_result("device_error", str(error or "The device reported a failure."))
+def record_staff_finding(run: Run, tool_call_id: uuid.UUID, *, succeeded: bool, note: str) -> tuple[ToolCall, Events]:
+    """Staff's finding about an uncertain call of the locked run: what really happened, shown to the owner as
+    resolved by staff. The agent was already told the outcome was unknown and the run went on."""
+    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run_id=run.id)
+    if call.state != ToolCallState.UNCERTAIN:
+        raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
+    call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)
+    call.resolution_note = note
+    call.resolved_at = timezone.now()
+    call.save(update_fields=["state", "resolution_note", "resolved_at", "updated_at"])
+    payload = {**_completed_payload(call, staff_finding(succeeded, note)), "resolvedByStaff": True}
+    return call, [(EventType.TOOL_COMPLETED, payload)]

@@ -37,7 +37,8 @@ def invocation(api, device_id) -> DeviceInvocation:
     run = Run.objects.get(submission_id=receipt["submissionId"])
     lease = runtime_services.claim_run(run.id, "worker-a")
     with runtime_services.fenced(lease) as locked:
-        services.record_call(locked, call_id="call_1", name="play_sound", arguments={"sound": "chime"})
+        _, events = services.record_call(locked, call_id="call_1", name="play_sound", arguments={"sound": "chime"})
+        locked.append(events)
     return DeviceInvocation.objects.select_related("tool_call").get(tool_call__call_id="call_1")
 
 
@@ -182,7 +183,8 @@ def test_withdrawing_a_claimed_invocation_makes_its_call_uncertain(invocation, d
     Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now(), input_sent_at=timezone.now())
 
     with runtime_services.fenced(runtime_services.claim_run(run.id, "worker-b")) as locked:
-        receipt = services.withdraw_invocation(locked, "call_1")
+        receipt, events = services.withdraw_invocation(locked, "call_1")
+        locked.append(events)
 
     assert receipt.result["error"]["code"] == "invocation_cancelled"
     assert ToolCall.objects.get(call_id="call_1").state == ToolCallState.UNCERTAIN

@@ -66,7 +66,10 @@ def parked_call(api, text='/tool save_note {"text": "buy milk"}', *, device_id=N
     run = Run.objects.get(submission_id=receipt["submissionId"])
     lease = runtime_services.claim_run(run.id, "worker-a")
     with runtime_services.fenced(lease) as locked:
-        call = services.record_call(locked, call_id="call_1", name=name, arguments=arguments or {"text": "buy milk"})
+        call, events = services.record_call(
+            locked, call_id="call_1", name=name, arguments=arguments or {"text": "buy milk"}
+        )
+        locked.append(events)
         assert call.state == ToolCallState.AWAITING_APPROVAL
         runtime_services.await_approval(locked)
     return call
@@ -322,7 +325,8 @@ def test_a_call_that_asked_no_approval_has_none_to_answer(api, settings):
     receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
     lease = runtime_services.claim_run(Run.objects.get(submission_id=receipt["submissionId"]).id, "worker-a")
     with runtime_services.fenced(lease) as locked:
-        call = services.record_call(locked, call_id="call_1", name="save_note", arguments={"text": "hi"})
+        call, events = services.record_call(locked, call_id="call_1", name="save_note", arguments={"text": "hi"})
+        locked.append(events)
 
     response = answer(api, ToolCall.objects.get(id=call.id))
 

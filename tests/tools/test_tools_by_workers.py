@@ -14,11 +14,11 @@ from django.db import connection
 from django.test import Client
 
 from impo.errors import Conflict
+from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
 from tests.devices import device_answers
 from tests.factories import UserFactory
 from tests.processes import wait_until
-from tools import services
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
 
 DEVICE_TIMEOUT_SECONDS = 4
@@ -316,7 +316,7 @@ def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
     settled_run(submission_id)
 
     with pytest.raises(Conflict) as refused:
-        services.resolve_uncertain_call(ToolCall.objects.get().id, succeeded=True, note="n/a")
+        runtime_services.resolve_uncertain_call(ToolCall.objects.get().id, succeeded=True, note="n/a")
 
     assert refused.value.code == "not_uncertain"
 

@@ -7,7 +7,7 @@ from django.db import close_old_connections, connection
 
 from impo import telemetry
 from rebyte.provider import provider_gateway
-from runtime import execution, services
+from runtime import reconciliation, services
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Command(BaseCommand):
     def _sweep(self) -> None:
         report = services.sweep_runs()
         timed_out = services.expire_tool_approvals()
-        settled, resumed = execution.settle_reconciliations(provider_gateway())
+        settled, resumed = reconciliation.settle_reconciliations(provider_gateway())
         if report.rewoken or report.expired_leases or timed_out or settled or resumed:
             logger.info(
                 "sweep: re-woke %d queued and %d expired; denied %d approvals past their deadline;"

@@ -8,7 +8,8 @@ from rest_framework.response import Response
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import validated
 from impo.views import IcaAPIView
-from tools import selectors, services
+from runtime.services import devices
+from tools import selectors
 from tools.serializers import (
     DeviceRegisteredSerializer,
     DeviceRegistrationSerializer,
@@ -27,7 +28,7 @@ class DeviceRegisterView(IcaAPIView):
     )
     def post(self, request):
         data = validated(DeviceRegistrationSerializer, request.data).validated_data
-        device = services.register_device(
+        device = devices.register_device(
             owner=request.user, installation_id=data["installationId"], tools=data["tools"]
         )
         return Response({"deviceId": str(device.id)})
@@ -52,7 +53,7 @@ class InvocationClaimView(IcaAPIView):
     )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
-        invocation = services.claim_invocation(
+        invocation = devices.claim_invocation(
             owner=request.user, invocation_id=invocation_id, device_id=data["deviceId"]
         )
         return Response({"executionId": str(invocation.execution_id), "expiresAt": invocation.expires_at.isoformat()})
@@ -65,7 +66,7 @@ class InvocationResultView(IcaAPIView):
     )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)
-        duplicate = services.complete_invocation(
+        duplicate = devices.complete_invocation(
             owner=request.user,
             invocation_id=invocation_id,
             device_id=serializer.validated_data["deviceId"],

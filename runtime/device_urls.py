@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools import api
+from runtime import device_api as api
 
 urlpatterns = [
     path("devices/register", api.DeviceRegisterView.as_view(), name="device-register"),

@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline
 from impo.errors import ApplicationError
-from tools import services
+from runtime.services import devices
 from tools.models import Device, DeviceInvocation, Note, ToolApproval, ToolCall, ToolCallState, ToolReceipt
 
 _FINDING = {True: "did happen", False: "did not happen"}
@@ -20,7 +20,7 @@ def _is_uncertain(call) -> bool:
 def _resolver(succeeded: bool):
     def resolve(request, call) -> str | None:
         # The note reaches the agent and the end user: it names staff, never the staff member.
-        services.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
+        devices.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
         return f"Resolved: the action {_FINDING[succeeded]}; the run goes on."
 
     return resolve
@@ -55,7 +55,7 @@ class ToolCallAdmin(DeskActionsMixin, ReadOnlyAdmin):
     def _resolve(self, request, queryset, *, succeeded: bool):
         for call in queryset.filter(state=ToolCallState.UNCERTAIN):
             try:
-                services.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
+                devices.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
             except ApplicationError as exc:
                 self.message_user(request, exc.message, level=messages.WARNING)
             else:

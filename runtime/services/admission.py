@@ -1,0 +1,300 @@
+"""The admission: the command as validated, the one statement that admits it (limits, the conversation's
+sequences, both messages, the submission, the queued run and its `submission.accepted` event), and what it did.
+
+The statement is built from the models' own fields (`_insert_from_conversation`); `bench/admission.py` runs it
+as is under pgbench.
+"""
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from impo import telemetry
+from runtime.events import sequence_allocation
+from runtime.models import (
+    COUNTED_RUN_STATES,
+    Event,
+    EventType,
+    Message,
+    MessagePolicy,
+    MessageRole,
+    MessageStatus,
+    Run,
+    Submission,
+)
+from tools.models import Device
+
+
+@dataclass(frozen=True)
+class MessageCommand:
+    """A client's message, as validated at the boundary."""
+
+    client_message_id: str
+    text: str
+    device_id: uuid.UUID | None = None
+    client_context: dict = field(default_factory=dict)
+    # Overrides the conversation's policy for this message only. It decides how the message is admitted, not
+    # what it says, so it is no part of the fingerprint: a replay gets the original receipt whatever it names.
+    message_policy: str | None = None
+
+    def fingerprint(self, target: str, **extra) -> str:
+        canonical = json.dumps(
+            {
+                "target": target,
+                "text": self.text,
+                "deviceId": str(self.device_id) if self.device_id else None,
+                "clientContext": self.client_context,
+                **extra,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class MainChatTarget:
+    """The owner's Main Chat, found by the admission statement itself (nothing is admitted while it is missing)."""
+
+    owner: object
+    task_id = None
+
+    def match(self, params: dict) -> str:
+        params["conversation_owner"] = self.owner.pk
+        return "c.owner_id = %(conversation_owner)s AND c.kind = 'main_chat'"
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    owner: object
+    task_id: uuid.UUID
+
+    def match(self, params: dict) -> str:
+        params["conversation_owner"] = self.owner.pk
+        params["conversation_task"] = self.task_id
+        return (
+            "c.id = (SELECT t.conversation_id FROM runtime_task t"
+            " WHERE t.id = %(conversation_task)s AND t.owner_id = %(conversation_owner)s)"
+        )
+
+
+@dataclass(frozen=True)
+class ConversationTarget:
+    conversation_id: uuid.UUID
+    task_id: uuid.UUID | None
+
+    def match(self, params: dict) -> str:
+        params["conversation_id"] = self.conversation_id
+        return "c.id = %(conversation_id)s"
+
+
+@dataclass(frozen=True)
+class AdmissionOutcome:
+    """What the admission statement did: `event_seq` is set when it admitted the message."""
+
+    active_runs: int
+    device_ok: bool
+    conversation_id: uuid.UUID | None
+    policy: str | None
+    event_seq: int | None
+    event_payload: dict | None
+    event_created_at: object
+
+
+_COUNTED_STATES_SQL = ", ".join(f"'{state}'" for state in COUNTED_RUN_STATES)
+
+
+@dataclass(frozen=True)
+class AdmissionStatement:
+    """The admission statement and the rows it inserts (unsaved instances, ids assigned here)."""
+
+    sql: str
+    params: dict
+    user_message: Message
+    submission: Submission
+    run: Run
+    event: Event
+
+
+def admission_statement(
+    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+) -> AdmissionStatement:
+    """One statement that checks the owner's limits, allocates the conversation's sequences under its row lock,
+    and inserts both messages, the submission, the queued run and its `submission.accepted` event.
+
+    It admits nothing (and locks nothing) when a limit refuses, the conversation does not exist, or the policy
+    for this message is not `queue` and was not already decided under locks (`policy_decided`). A replayed
+    clientMessageId violates the submission's unique constraint and fails the statement whole. `bench/admission.py`
+    runs this very statement under pgbench.
+    """
+    now = timezone.now()
+    user_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.USER, text=command.text, status=MessageStatus.COMPLETED
+    )
+    assistant_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.ASSISTANT, status=MessageStatus.PENDING
+    )
+    submission = Submission(
+        owner_id=owner.pk,
+        client_message_id=command.client_message_id,
+        request_fingerprint=fingerprint,
+        user_message_id=user_message.id,
+        assistant_message_id=assistant_message.id,
+        device_id=command.device_id,
+        client_context=command.client_context,
+    )
+    # The run carries the admission's trace context: every later span of the run, in whatever process, joins it.
+    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now, traceparent=telemetry.traceparent())
+    event = Event(
+        submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED, trace_id=telemetry.current_trace_id()
+    )
+    params = {
+        "owner": owner.pk,
+        "cap": active_run_cap,
+        "device": command.device_id,
+        "policy": command.message_policy,
+        "policy_decided": policy_decided,
+        # Built here like every other `submission.accepted`; only the sequences, allocated by the statement, are
+        # set in SQL (the unsaved messages hold 0 until then).
+        "accepted": Jsonb(
+            accepted_payload(
+                submission_id=submission.id,
+                user_message=user_message,
+                assistant_message=assistant_message,
+                status=run.state,
+            )
+        ),
+    }
+    on_conversation = {"conversation_id": "conversation.id"}
+    values_of = _SharedValues(params)
+    inserts = [
+        _insert_from_conversation(
+            "user_message",
+            user_message,
+            {**on_conversation, "sequence": "conversation.message_sequence - 1"},
+            values_of,
+            now=now,
+        ),
+        _insert_from_conversation(
+            "assistant_message",
+            assistant_message,
+            {**on_conversation, "sequence": "conversation.message_sequence"},
+            values_of,
+            now=now,
+        ),
+        _insert_from_conversation("submission", submission, on_conversation, values_of, now=now),
+        _insert_from_conversation("run", run, {}, values_of, now=now),
+        _insert_from_conversation(
+            "event",
+            event,
+            {
+                **on_conversation,
+                "seq": "conversation.event_seq",
+                "payload": "jsonb_set(jsonb_set(%(accepted)s::jsonb,"
+                " '{userMessage,sequence}', to_jsonb(conversation.message_sequence - 1)),"
+                " '{assistantMessage,sequence}', to_jsonb(conversation.message_sequence))",
+            },
+            values_of,
+            now=now,
+            returning="seq, payload, created_at",
+        ),
+    ]
+    # The event log's sequence allocation for one event and two messages, made conditional on the gate and on
+    # the policy read from the locked row.
+    allocation = sequence_allocation(
+        "c.id = target.id AND gate.device_ok AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)"
+        f" AND (%(policy_decided)s OR COALESCE(%(policy)s::text, c.message_policy) = '{MessagePolicy.QUEUE}')",
+        events="1",
+        messages="2",
+        source="gate, target",
+    )
+    sql = f"""
+        WITH gate AS (
+            SELECT CASE WHEN %(cap)s::int IS NULL THEN 0 ELSE (
+                       SELECT count(*) FROM (
+                           SELECT 1 FROM runtime_run r WHERE r.owner_id = %(owner)s
+                              AND r.state IN ({_COUNTED_STATES_SQL}) LIMIT %(cap)s::int
+                       ) counted
+                   ) END AS active_runs,
+                   (%(device)s::uuid IS NULL OR EXISTS (
+                       SELECT 1 FROM {Device._meta.db_table} d WHERE d.id = %(device)s::uuid AND d.owner_id = %(owner)s
+                   )) AS device_ok
+        ), target AS (
+            SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
+              FROM runtime_conversation c WHERE {target.match(params)}
+        ), conversation AS ({allocation}), {", ".join(inserts)}
+        SELECT gate.active_runs, gate.device_ok, target.id, target.policy, event.seq, event.payload, event.created_at
+          FROM gate LEFT JOIN target ON true LEFT JOIN event ON true
+    """
+    return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
+
+
+_SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
+
+
+class _SharedValues:
+    """The statement's column values as parameters `v0`, `v1`, …, equal values sharing one (see
+    `_insert_from_conversation`)."""
+
+    def __init__(self, params: dict):
+        self._params = params
+        self._count = 0
+        self._shared: dict[tuple[type, object], str] = {}
+
+    def key_of(self, value) -> str:
+        shareable = isinstance(value, _SHAREABLE)
+        if shareable and (type(value), value) in self._shared:
+            return self._shared[type(value), value]
+        key = f"v{self._count}"
+        self._count += 1
+        self._params[key] = value
+        if shareable:
+            self._shared[type(value), value] = key
+        return key
+
+
+def _insert_from_conversation(
+    name: str, instance, computed: dict[str, str], values_of: _SharedValues, *, now: datetime, returning: str = "1"
+) -> str:
+    """`name AS (INSERT … SELECT … FROM conversation)` for an unsaved model instance.
+
+    Every column comes from the instance as the ORM would save it (defaults, JSON; auto timestamps are `now`, one
+    clock reading for the whole admission), except `computed` ones, which are SQL over the `conversation` CTE
+    (whose row exists only when admission goes on).
+    Equal values share one parameter: the statement then has few enough, and short enough text, for psycopg to
+    reuse its parsed form from one admission to the next instead of parsing it again.
+    """
+    columns, values = [], []
+    for model_field in instance._meta.concrete_fields:
+        if model_field.primary_key and model_field.db_returning:
+            continue  # a serial id: the database assigns it
+        columns.append(model_field.column)
+        if model_field.column in computed:
+            values.append(computed[model_field.column])
+            continue
+        if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
+            setattr(instance, model_field.attname, now)
+        value = model_field.get_db_prep_save(getattr(instance, model_field.attname), connection)
+        values.append(f"%({values_of.key_of(value)})s")
+    return (
+        f"{name} AS (INSERT INTO {instance._meta.db_table} ({','.join(columns)})"
+        f" SELECT {','.join(values)} FROM conversation RETURNING {returning})"
+    )
+
+
+def accepted_payload(*, submission_id, user_message: Message, assistant_message: Message, status: str) -> dict:
+    """The `submission.accepted` payload, at admission and at a staff retry: what a client needs to show a queued
+    reply (both messages and the run's state)."""
+    return {
+        "submissionId": str(submission_id),
+        "userMessage": {"id": str(user_message.id), "sequence": user_message.sequence, "text": user_message.text},
+        "assistantMessage": {"id": str(assistant_message.id), "sequence": assistant_message.sequence},
+        "status": status,
+    }

@@ -1,0 +1,227 @@
+"""The claim rule, claims, fenced writes, heartbeats and releases: who may drive a run, and proof that it still may.
+
+The claim rule is stated here once, as conditions over a Run row (ORM `Q`s, evaluated by the database's clock).
+The claim statement is compiled from them, the settling of runs that may never be claimed is filtered by them, and
+the sweeper and `/metrics` count with them.
+"""
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from impo.database import prepared_cursor
+from runtime import locks
+from runtime.events import append_events, batched
+from runtime.models import ACTIVE_RUN_STATES, LEASED_RUN_STATES, EventType, Run, RunState
+from runtime.services import lifecycle
+from runtime.services.lifecycle import FencedRun
+
+# --- the claim rule -----------------------------------------------------------------------------------
+# A run may be claimed now when it is due (queued and not backing off, or leased under an expired lease), was not
+# cancelled before its input left, has attempts left, and no run admitted before it in its conversation is
+# unfinished (one writer per conversation; "unfinished" is `ACTIVE_RUN_STATES`).
+
+
+def backing_off() -> Q:
+    """Queued, but waiting out a provider outage's backoff."""
+    return Q(state=RunState.QUEUED, not_before__gt=Now())
+
+
+def queued_and_ready() -> Q:
+    return Q(state=RunState.QUEUED) & ~backing_off()
+
+
+def lease_expired() -> Q:
+    return Q(state__in=LEASED_RUN_STATES) & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
+
+
+def due() -> Q:
+    return queued_and_ready() | lease_expired()
+
+
+def cancelled_before_input() -> Q:
+    """Its cancel came before its input left: it ends here, without a worker or the provider."""
+    return Q(cancel_requested_at__isnull=False, input_sent_at__isnull=True)
+
+
+def out_of_attempts() -> Q:
+    return Q(attempts__gte=settings.IMPO_RUN_MAX_ATTEMPTS)
+
+
+def earlier_run_unfinished() -> Exists:
+    """One writer per conversation: a run waits while any run admitted before it in its conversation is active."""
+    return Exists(
+        Run.objects.filter(
+            submission__conversation_id=OuterRef("submission__conversation_id"),
+            submission__user_message__sequence__lt=OuterRef("submission__user_message__sequence"),
+            state__in=ACTIVE_RUN_STATES,
+        ).exclude(id=OuterRef("id"))
+    )
+
+
+def claimable() -> Q:
+    return due() & ~cancelled_before_input() & ~out_of_attempts() & ~Q(earlier_run_unfinished())
+
+
+def never_claimable() -> Q:
+    """Due and next in its conversation, yet never to be claimed: settled (ended) by the claim instead."""
+    return due() & ~Q(earlier_run_unfinished()) & (cancelled_before_input() | out_of_attempts())
+
+
+# --- claims -------------------------------------------------------------------------------------------
+
+
+class LeaseLost(Exception):
+    """This worker's lease was taken over (or the run finished elsewhere): it must stop writing."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: uuid.UUID
+    generation: int
+    worker_id: str
+    attempt: int
+
+
+def _lease_duration() -> timedelta:
+    return timedelta(seconds=settings.IMPO_RUN_LEASE_SECONDS)
+
+
+def claim_run(run_id, worker_id: str) -> Lease | None:
+    """Takes the run under a fresh lease, or returns None when it is not this worker's to run now."""
+    with transaction.atomic(durable=True):
+        return claim(run_id, worker_id)
+
+
+# The lease taken on the candidate the claim rule selects (locked, skipping a run another worker holds).
+_LEASE_UPDATE = """
+UPDATE runtime_run run
+SET state = %s::varchar,
+    version = run.version + (run.state <> %s::varchar)::int,
+    attempts = run.attempts + 1,
+    lease_generation = run.lease_generation + 1,
+    lease_owner = %s::varchar,
+    lease_expires_at = now() + %s::interval,
+    not_before = NULL,
+    started_at = COALESCE(run.started_at, now()),
+    updated_at = now()
+FROM candidate
+WHERE run.id = candidate.id
+RETURNING candidate.conversation, run.submission_id, run.attempts, run.lease_generation
+"""
+
+
+def claim(run_id, worker_id: str) -> Lease | None:
+    """`claim_run` inside the caller's transaction, for a worker that reads what it needs under the same claim.
+
+    A run the statement does not take is either not claimable now, or never will be (then it is ended here), or
+    was held by another transaction for a moment (then the statement, run again, takes it if it is free now).
+    """
+    lease = _claim_statement(run_id, worker_id)
+    if lease is None and not _settle_never_claimable(run_id):
+        lease = _claim_statement(run_id, worker_id)
+    return lease
+
+
+def _claim_statement(run_id, worker_id: str) -> Lease | None:
+    candidate = (
+        locks.locking_runs(skip_locked=True)
+        .filter(Q(id=run_id) & claimable())
+        .values("id", conversation=F("submission__conversation_id"))
+    )
+    candidate_sql, candidate_params = candidate.query.sql_with_params()
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"WITH candidate AS ({candidate_sql}) {_LEASE_UPDATE}",
+            [*candidate_params, RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    conversation_id, submission_id, attempt, generation = row
+    append_events(
+        conversation_id,
+        submission_id,
+        [(EventType.RUN_STARTED, {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING})],
+    )
+    return Lease(run_id=run_id, generation=generation, worker_id=worker_id, attempt=attempt)
+
+
+def _settle_never_claimable(run_id) -> bool:
+    """Ends the run if it is due but may never be claimed; True if it did (or the run is someone else's now)."""
+    run = (
+        locks.locking_runs(skip_locked=True)
+        .select_related("submission")
+        .annotate(cancelled=ExpressionWrapper(cancelled_before_input(), output_field=BooleanField()))
+        .filter(Q(id=run_id) & never_claimable())
+        .first()
+    )
+    if run is None:
+        return False
+    now = timezone.now()
+    if run.cancelled:
+        lifecycle.finish(run, RunState.CANCELLED, now=now)
+    else:
+        cause = run.error_message or "no cause recorded"
+        message = f"gave up after {run.attempts} attempts; last: {cause}"
+        lifecycle.finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
+    run.save()
+    return True
+
+
+# --- fenced writes --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def fenced(lease: Lease):
+    """One durable transaction in which this worker may write, if and only if it still holds the lease.
+
+    The locking read checks the fencing token and keeps a would-be successor out until this transaction ends.
+    The block gets a read-only view of the run: it changes the run only through `lifecycle`, and the run is
+    written at the end only if something changed (the heartbeat extends the lease). Events appended inside are
+    written together (one sequence allocation, one insert).
+    """
+    with transaction.atomic(durable=True):
+        run = locks.lock_leased_run(lease.run_id, generation=lease.generation, leased_states=LEASED_RUN_STATES)
+        if run is None:
+            raise LeaseLost(f"run {lease.run_id}: generation {lease.generation} is no longer current")
+        before = _field_values(run)
+        with batched():
+            yield FencedRun(run)
+        changed = [name for name, value in _field_values(run).items() if value != before[name]]
+        if changed:
+            run.save(update_fields=[*changed, "updated_at"])
+
+
+def _field_values(run: Run) -> dict:
+    return {field.name: getattr(run, field.attname) for field in Run._meta.concrete_fields if not field.primary_key}
+
+
+def heartbeat(lease: Lease) -> None:
+    """Extends the lease; raises LeaseLost when it was taken over."""
+    with fenced(lease) as run:
+        lifecycle.extend_lease(run, until=timezone.now() + _lease_duration())
+
+
+def finish_run(lease: Lease, state: str, *, error: tuple[str, str, bool] | None = None) -> None:
+    with fenced(lease) as run:
+        lifecycle.finish_in_transaction(run, state, error=error)
+
+
+def release_for_provider(lease: Lease, *, cause: str) -> float:
+    """Gives the run back while the provider is unavailable; returns the backoff (see `requeue_for_provider`)."""
+    with fenced(lease) as run:
+        return lifecycle.requeue_for_provider(run, cause=cause)
+
+
+def release_after_error(lease: Lease, *, cause: str) -> None:
+    """Gives the run back after an unexpected error of our own; the attempt counts, and the cause is kept."""
+    with fenced(lease) as run:
+        lifecycle.requeue_after_error(run, cause=cause)

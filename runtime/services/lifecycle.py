@@ -1,0 +1,273 @@
+"""Every state change of a locked Run: input sent, output projected, device and approval waits, provider release,
+parking for reconciliation and resuming, finishing, cancelling.
+
+Each function takes a run its caller has locked (through `runtime.locks`, or the lease's fenced transaction) and
+joins the caller's transaction. Inside a fenced transaction the caller holds a `FencedRun`: it can read the run
+and project events, and only these functions change the run (the fenced transaction saves what they changed).
+Outside one the caller saves.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from runtime import outbound
+from runtime.events import append_events
+from runtime.models import EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
+from tools import selectors as tool_selectors
+from tools import services as tool_services
+
+
+class FencedRun:
+    """A fenced block's read-only view of its locked run: every attribute reads through, none can be set.
+
+    Blocks outside `runtime.services` (the run driver, tool dispatch) hold this, so only the functions here
+    change a run; `append` projects the block's events (a tool's settled call, say) in the same transaction.
+    """
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run):
+        object.__setattr__(self, "_run", run)
+
+    def __getattr__(self, name):
+        return getattr(self._run, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a fenced block cannot set run.{name}: change the run through runtime.services")
+
+    def append(self, events: list[tuple[str, dict]]) -> None:
+        project_events(self._run, events)
+
+
+def locked_run(run: "Run | FencedRun") -> Run:
+    """The model behind a fenced view (or the run itself), for the functions of this package alone."""
+    return run._run if isinstance(run, FencedRun) else run
+
+
+def project_events(run: "Run | FencedRun", events: list[tuple[str, dict]]) -> None:
+    append_events(run.submission.conversation_id, run.submission_id, events)
+
+
+def provider_backoff_seconds(failures: int) -> float:
+    """0.5 s, doubling per consecutive provider failure, capped (DESIGN §1.4)."""
+    return min(settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS, 0.5 * 2 ** max(0, failures - 1))
+
+
+def mark_input_sent(run: "Run | FencedRun"):
+    """Inside the fenced transaction committed before the run's input goes to the provider; returns when it left."""
+    run = locked_run(run)
+    run.input_sent_at = run.input_sent_at or timezone.now()
+    return run.input_sent_at
+
+
+def note_provider_recovered(run: "Run | FencedRun") -> int:
+    """The provider answers again: the next outage backs off from the start. Returns the failures counted now."""
+    locked_run(run).provider_failures = 0
+    return 0
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one read of the provider brought for one part of the reply: new text, and its whole text once done."""
+
+    part_id: str
+    delta: str
+    completed_text: str | None = None
+
+
+def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
+    """Appends the new text to the assistant message (one write) and projects each delta and completion as its
+    own event, in order; inside the run's fenced transaction."""
+    message_id = run.submission.assistant_message_id
+    appended = "".join(output.delta for output in outputs)
+    if appended:
+        Message.objects.filter(id=message_id).update(
+            text=Concat(F("text"), Value(appended)), status=MessageStatus.STREAMING, updated_at=timezone.now()
+        )
+    events = []
+    for output in outputs:
+        if output.delta:
+            events.append(
+                (EventType.TEXT_DELTA, {"messageId": str(message_id), "partId": output.part_id, "delta": output.delta})
+            )
+        if output.completed_text is not None:
+            events.append(
+                (
+                    EventType.MESSAGE_COMPLETED,
+                    {"messageId": str(message_id), "partId": output.part_id, "text": output.completed_text},
+                )
+            )
+    project_events(run, events)
+
+
+def enter_waiting_device(run: "Run | FencedRun") -> None:
+    run = locked_run(run)
+    if run.state == RunState.RUNNING:
+        run.transition_to(RunState.WAITING_DEVICE)
+
+
+def leave_waiting_device(run: "Run | FencedRun") -> None:
+    run = locked_run(run)
+    if run.state == RunState.WAITING_DEVICE:
+        run.transition_to(RunState.RUNNING)
+
+
+def await_approval(run: "Run | FencedRun") -> None:
+    """Parks the run (inside its fenced transaction) while one of its calls waits for its owner's answer.
+
+    No worker holds it meanwhile: the lease goes, and so does the attempt, since waiting for a person is no
+    crash. The answer, the deadline (the sweeper) or a cancel puts it back in the queue.
+    """
+    run = locked_run(run)
+    run.transition_to(RunState.WAITING_APPROVAL)
+    run.attempts = max(0, run.attempts - 1)
+    run.lease_owner = ""
+    run.lease_expires_at = None
+
+
+def requeue_if_answered(run: Run) -> None:
+    """A locked run parked for approval goes back to the queue once none of its calls awaits an answer."""
+    if run.state != RunState.WAITING_APPROVAL or tool_selectors.has_pending_approval(run):
+        return
+    run.transition_to(RunState.QUEUED)
+    run.last_woken_at = timezone.now()
+    outbound.wake_run(run.id)
+
+
+def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: tuple[str, str, bool] | None = None) -> None:
+    """Ends the run inside its fenced transaction (with whatever else that transaction records)."""
+    finish(locked_run(run), state, now=timezone.now(), error=error)
+
+
+def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
+    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled."""
+    run = locked_run(run)
+    run.transition_to(RunState.PENDING_RECONCILIATION)
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.error_code = "pending_reconciliation"
+    run.error_message = reason
+    run.error_retryable = True
+    project_events(
+        run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
+    )
+
+
+def resume_parked_run(run: Run) -> None:
+    """A locked run parked for reconciliation goes back to the queue: what it waited for was settled."""
+    run.transition_to(RunState.QUEUED)
+    run.error_code, run.error_message, run.error_retryable = "", "", False
+    run.last_woken_at = timezone.now()
+    run.save()
+    outbound.wake_run(run.id)
+
+
+def fail_parked_run(run: Run, *, code: str, message: str) -> None:
+    finish(run, RunState.FAILED, now=timezone.now(), error=(code, message, False))
+    run.save()
+
+
+_FINAL_EVENT = {
+    RunState.COMPLETED: EventType.RUN_COMPLETED,
+    RunState.FAILED: EventType.RUN_FAILED,
+    RunState.CANCELLED: EventType.RUN_CANCELLED,
+}
+_FINAL_MESSAGE_STATUS = {
+    RunState.COMPLETED: MessageStatus.COMPLETED,
+    RunState.FAILED: MessageStatus.FAILED,
+    RunState.CANCELLED: MessageStatus.CANCELLED,
+}
+
+
+def finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = None) -> None:
+    """Moves a locked run to a terminal state with its event, and wakes its conversation's next run."""
+    run.transition_to(state)
+    run.finished_at = now
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.error_code, run.error_message, run.error_retryable = error or ("", "", False)
+    Message.objects.filter(id=run.submission.assistant_message_id).update(
+        status=_FINAL_MESSAGE_STATUS[state], updated_at=now
+    )
+    payload = {
+        "submissionId": str(run.submission_id),
+        "status": state,
+        "messageId": str(run.submission.assistant_message_id),
+    }
+    if error:
+        payload["error"] = {"code": error[0], "message": error[1], "retryable": error[2]}
+    project_events(run, [(_FINAL_EVENT[state], payload)])
+    following = (
+        Run.objects.filter(submission__conversation_id=run.submission.conversation_id, state=RunState.QUEUED)
+        .exclude(id=run.id)
+        .order_by("submission__user_message__sequence")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if following is not None:
+        outbound.wake_run(following)
+
+
+def cancel(run: Run) -> str:
+    """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome).
+
+    Its pending approvals are denied in the same transaction, under the run's lock taken first, so no answer can
+    approve one of them meanwhile. A run whose input never left is cancelled on the spot; a queued one, or one
+    parked on an approval, is woken so a worker relays the cancel to the provider."""
+    if run.is_terminal:
+        return StaffRunActionOutcome.ALREADY_FINISHED
+    if run.cancel_requested_at is not None:
+        return StaffRunActionOutcome.ALREADY_REQUESTED
+    now = timezone.now()
+    run.cancel_requested_at = now
+    run.version += 1
+    project_events(run, tool_services.deny_for_cancel(run))
+    if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
+        finish(run, RunState.CANCELLED, now=now)
+    elif run.state == RunState.WAITING_APPROVAL:
+        requeue_if_answered(run)
+    elif run.state == RunState.QUEUED:
+        outbound.wake_run(run.id)  # a worker must relay it to the provider
+    run.save()
+    return StaffRunActionOutcome.CANCELLED if run.is_terminal else StaffRunActionOutcome.CANCEL_REQUESTED
+
+
+def requeue_for_provider(run: "Run | FencedRun", *, cause: str) -> float:
+    """Gives the run back while the provider is unavailable; returns the backoff before it may be claimed.
+
+    Not counted as an attempt: a provider outage of any length never fails a run whose remote turn may
+    still be running. The cause stays on the run, for staff and for the final error if our own code fails.
+    """
+    run = locked_run(run)
+    run.provider_failures += 1
+    delay = provider_backoff_seconds(run.provider_failures)
+    _requeue(run, cause=cause, not_before=timezone.now() + timedelta(seconds=delay), attempt_counts=False)
+    outbound.wake_run(run.id, delay_seconds=delay)
+    return delay
+
+
+def requeue_after_error(run: "Run | FencedRun", *, cause: str) -> None:
+    """Gives the run back after an unexpected error of our own; the attempt counts, and the cause is kept."""
+    run = locked_run(run)
+    _requeue(run, cause=cause, not_before=run.not_before, attempt_counts=True)
+    outbound.wake_run(run.id)
+
+
+def _requeue(run: Run, *, cause: str, not_before, attempt_counts: bool) -> None:
+    run.transition_to(RunState.QUEUED)
+    if not attempt_counts:
+        run.attempts = max(0, run.attempts - 1)
+    run.not_before = not_before
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.error_message = cause
+    run.last_woken_at = timezone.now()
+
+
+def extend_lease(run: "Run | FencedRun", *, until) -> None:
+    locked_run(run).lease_expires_at = until

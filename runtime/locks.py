@@ -14,25 +14,28 @@ transaction that already holds that run's lock, so the stronger mode would only 
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from runtime.models import ACTIVE_RUN_STATES, Run
+from runtime.models import UNFINISHED_RUN_STATES, Run
 
 RELATED_FOR_WRITES = ("submission",)
 
 
-def locking_runs(*, skip_locked: bool = False) -> QuerySet:
-    """Runs locked as they are read; `skip_locked` passes over runs another transaction holds."""
-    return Run.objects.select_for_update(no_key=True, skip_locked=skip_locked, of=("self",))
+def locking_runs(*, skip_locked: bool = False, related: tuple[str, ...] = ()) -> QuerySet:
+    """Runs locked as they are read, with the `related` rows they are read with (not locked); `skip_locked` passes
+    over runs another transaction holds."""
+    runs = Run.objects.select_for_update(no_key=True, skip_locked=skip_locked, of=("self",))
+    # An empty select_related() would join every foreign key.
+    return runs.select_related(*related) if related else runs
 
 
 def lock_run(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> Run | None:
     """One run found by `lookup` (its id, its submission, one of its tool calls or invocations), waiting for its
     holder; None when none matches. An owner's request names `submission__owner` so another user's run is None."""
-    return locking_runs().select_related(*related).filter(**lookup).first()
+    return locking_runs(related=related).filter(**lookup).first()
 
 
 def lock_runs(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> list[Run]:
     """Several runs in one transaction, waiting for each, in id order (the order that cannot deadlock)."""
-    return list(locking_runs().select_related(*related).filter(**lookup).order_by("id"))
+    return list(locking_runs(related=related).filter(**lookup).order_by("id"))
 
 
 def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
@@ -45,12 +48,12 @@ def lock_free_runs(
 ) -> list[Run]:
     """Up to `limit` runs matching `condition` that nobody holds: the sweeper's batches, which must not queue
     behind a worker (the next pass finds a run skipped now)."""
-    return list(locking_runs(skip_locked=True).select_related(*related).filter(condition).order_by(order_by)[:limit])
+    return list(locking_runs(skip_locked=True, related=related).filter(condition).order_by(order_by)[:limit])
 
 
 def lock_unfinished_runs(conversation_id) -> list[Run]:
     """The conversation's unfinished runs, locked in id order, with their submissions."""
-    return lock_runs(submission__conversation_id=conversation_id, state__in=ACTIVE_RUN_STATES)
+    return lock_runs(submission__conversation_id=conversation_id, state__in=UNFINISHED_RUN_STATES)
 
 
 def lock_conversation(conversation_id) -> str:

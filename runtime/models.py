@@ -140,6 +140,10 @@ class RunState(models.TextChoices):
 
 TERMINAL_RUN_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED})
 ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
+# Runs that keep the later runs of their conversation waiting (one writer per conversation), and that a message's
+# `reject` / `interrupt` policy answers about. The claim rule, the policy admission and the lock of a
+# conversation's unfinished runs all read this one set.
+UNFINISHED_RUN_STATES = ACTIVE_RUN_STATES
 # Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
 # pending_reconciliation waits on staff, not the user.
 COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL)

@@ -12,7 +12,7 @@ from impo import telemetry
 from impo.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.models import (
-    ACTIVE_RUN_STATES,
+    UNFINISHED_RUN_STATES,
     Conversation,
     ConversationKind,
     Event,
@@ -239,7 +239,7 @@ def _admit_by_policy(
     conversation_policy = locks.lock_conversation(target.conversation_id)
     policy = command.message_policy or conversation_policy
     unfinished = list(
-        Run.objects.filter(submission__conversation_id=target.conversation_id, state__in=ACTIVE_RUN_STATES)
+        Run.objects.filter(submission__conversation_id=target.conversation_id, state__in=UNFINISHED_RUN_STATES)
         .order_by("submission__user_message__sequence")
         .values_list("id", "submission_id")
     )

@@ -19,14 +19,14 @@ from django.utils import timezone
 from impo.database import prepared_cursor
 from runtime import locks
 from runtime.events import append_events, batched
-from runtime.models import ACTIVE_RUN_STATES, LEASED_RUN_STATES, EventType, Run, RunState
+from runtime.models import LEASED_RUN_STATES, UNFINISHED_RUN_STATES, EventType, Run, RunState
 from runtime.services import lifecycle
 from runtime.services.lifecycle import FencedRun
 
 # --- the claim rule -----------------------------------------------------------------------------------
 # A run may be claimed now when it is due (queued and not backing off, or leased under an expired lease), was not
 # cancelled before its input left, has attempts left, and no run admitted before it in its conversation is
-# unfinished (one writer per conversation; "unfinished" is `ACTIVE_RUN_STATES`).
+# unfinished (one writer per conversation; "unfinished" is `UNFINISHED_RUN_STATES`).
 
 
 def backing_off() -> Q:
@@ -61,7 +61,7 @@ def earlier_run_unfinished() -> Exists:
         Run.objects.filter(
             submission__conversation_id=OuterRef("submission__conversation_id"),
             submission__user_message__sequence__lt=OuterRef("submission__user_message__sequence"),
-            state__in=ACTIVE_RUN_STATES,
+            state__in=UNFINISHED_RUN_STATES,
         ).exclude(id=OuterRef("id"))
     )
 
@@ -157,8 +157,7 @@ def _claim_statement(run_id, worker_id: str) -> Lease | None:
 def _settle_never_claimable(run_id) -> bool:
     """Ends the run if it is due but may never be claimed; True if it did (or the run is someone else's now)."""
     run = (
-        locks.locking_runs(skip_locked=True)
-        .select_related("submission")
+        locks.locking_runs(skip_locked=True, related=("submission",))
         .annotate(cancelled=ExpressionWrapper(cancelled_before_input(), output_field=BooleanField()))
         .filter(Q(id=run_id) & never_claimable())
         .first()

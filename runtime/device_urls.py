@@ -1,3 +1,5 @@
+"""The device bridge's routes (ICA v1), under `api/v1/`."""
+
 from django.urls import path
 
 from runtime import device_api as api

@@ -1,3 +1,8 @@
+"""Staff's desk for the tools app's models. It lives in runtime because its one write, a finding on an uncertain
+call, locks the call's run and projects an event: runtime's to do (`runtime.services.devices`), not tools'.
+Registered by importing it from `runtime.admin`.
+"""
+
 from django.contrib import admin, messages
 
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline

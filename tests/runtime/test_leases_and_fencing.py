@@ -38,6 +38,19 @@ def test_a_run_under_a_live_lease_cannot_be_claimed_again(queued_run):
     assert Run.objects.get(id=queued_run.id).lease_owner == "worker-a"
 
 
+def test_a_fenced_block_can_read_its_run_but_change_it_only_through_the_runtime_services(queued_run):
+    lease = services.claim_run(queued_run.id, "worker-a")
+
+    with pytest.raises(AttributeError), services.fenced(lease) as run:
+        assert run.state == RunState.RUNNING
+        run.error_message = "written on the side"
+    with services.fenced(lease) as run:
+        services.await_reconciliation(run, reason="through the lifecycle")
+
+    stored = Run.objects.get(id=queued_run.id)
+    assert (stored.state, stored.error_message) == (RunState.PENDING_RECONCILIATION, "through the lifecycle")
+
+
 def test_a_stale_workers_late_write_is_rejected_after_a_takeover(queued_run):
     stale = services.claim_run(queued_run.id, "worker-a")
     expire_lease(queued_run)

@@ -180,14 +180,22 @@ class RebyteGateway:
     # --- sessions -------------------------------------------------------------------------------------
 
     def create_session(
-        self, *, agent_id: str, tools: list[dict], input_parts: list[str], metadata: dict[str, str]
+        self,
+        *,
+        agent_id: str,
+        tools: list[dict],
+        input_parts: list[str],
+        metadata: dict[str, str],
+        instructions: str | None = None,
     ) -> AgentSession:
-        """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life."""
+        """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life, and
+        `instructions`, when given, stand for the saved agent's in this session (the SDK's session override)."""
+        override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
         with self._call("create_session", creates=True):
             return self._once.beta.agents.sessions.create(
                 environment={"type": "none"},
                 agent_id=agent_id,
-                agent={"tools": tools},
+                agent=override,
                 input=user_input(input_parts),
                 metadata=metadata,
             )

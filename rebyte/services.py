@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from impo import telemetry
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
     OPEN_INTENT_STATES,
     CreationIntent,
@@ -36,10 +37,6 @@ from runtime.models import Conversation, ConversationKind, Run
 logger = logging.getLogger(__name__)
 
 BYTES_PER_TOKEN = 3
-AGENT_INSTRUCTIONS = (
-    "You are Impo, the user's personal agent. Answer plainly. Use the functions you are given when they help; "
-    "a function's error text tells you what went wrong or that an outcome is unknown: say so, never guess."
-)
 
 
 class CreationPending(Exception):
@@ -106,14 +103,14 @@ def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) 
     return ""
 
 
-def open_session_intent(run: Run, *, tools: list[dict], input_parts: list[str]) -> CreationIntent:
+def open_session_intent(run: Run, *, tools: list[dict], instructions: str, input_parts: list[str]) -> CreationIntent:
     """Inside the run's fenced transaction (`run` may be its read-only view): the session this run's input will
     create, with that input."""
     intent = _open_intent(
         owner=run.submission.owner, kind=IntentKind.SESSION, conversation=run.submission.conversation, run_id=run.id
     )
     if not intent.request:
-        intent.request = {"tools": tools, "input_parts": input_parts}
+        intent.request = {"tools": tools, "instructions": instructions, "input_parts": input_parts}
         intent.save(update_fields=["request", "updated_at"])
     return intent
 
@@ -126,7 +123,7 @@ def record_completed_turn(session: RemoteSession, *, items: list, now: datetime)
     """After a turn of the session completed: count it, reset idleness, and re-measure the context."""
     measured = json.dumps(
         {
-            "instructions": AGENT_INSTRUCTIONS,
+            "instructions": _session_instructions(session.intent),
             "tools": session.intent.request.get("tools", []),
             "items": [item.model_dump(mode="json") for item in items],
         },
@@ -251,10 +248,16 @@ def _send_create(intent: CreationIntent, gateway: RebyteGateway) -> str:
     session = gateway.create_session(
         agent_id=agent.remote_id,
         tools=intent.request["tools"],
+        instructions=_session_instructions(intent),
         input_parts=intent.request["input_parts"],
         metadata=intent.metadata,
     )
     return session.id
+
+
+def _session_instructions(intent: CreationIntent) -> str:
+    # An intent recorded before sessions carried their context is sent (again) as it was first sent.
+    return intent.request.get("instructions") or AGENT_INSTRUCTIONS
 
 
 def _lookup(intent: CreationIntent, gateway: RebyteGateway) -> str | None:

@@ -30,6 +30,7 @@ from django.utils import timezone
 from impo import telemetry
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.instructions import MessageMoment, message_context_line, session_instructions
 from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import selectors, services
@@ -95,9 +96,10 @@ class _Claimed:
     lease: services.Lease
     run: Run
     remote_turn: RemoteTurn
-    # For a run whose input has not left yet: the tools it is offered, and its conversation's session if the
-    # input may go there (None: a new session is created with the input).
+    # For a run whose input has not left yet: the tools it is offered (and which of them run on its device), and
+    # its conversation's session if the input may go there (None: a new session is created with the input).
     tools: list[dict] | None
+    device_tools: list[str] | None
     session: RemoteSession | None
 
 
@@ -110,12 +112,14 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         run = selectors.run_to_execute(run_id)
         remote_turn = rebyte_services.remote_turn_of(run)
         if remote_turn.session_id is not None or run.input_sent_at is not None:
-            return _Claimed(lease, run, remote_turn, tools=None, session=None)
-        tools = [tool.to_provider() for tool in catalog_for_run(run)]
+            return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
+        catalog = catalog_for_run(run)
+        tools = [tool.to_provider() for tool in catalog]
         session = rebyte_services.usable_session(
             run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
         )
-        return _Claimed(lease, run, remote_turn, tools=tools, session=session)
+        device_tools = [tool.name for tool in catalog if tool.device]
+        return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
 
 
 def _finish_quietly(lease, state, error) -> None:
@@ -195,10 +199,13 @@ class _RunDriver:
         except rebyte_services.CreationPending as exc:
             self._park(exc)
             return None
-        parts = self._input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
+        parts = self._first_input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
+        instructions = session_instructions(self._moment, device_tools=self.claimed.device_tools)
         with self.fence() as run:
             self.input_sent = services.mark_input_sent(run) is not None
-            intent = rebyte_services.open_session_intent(run, tools=self.claimed.tools, input_parts=parts)
+            intent = rebyte_services.open_session_intent(
+                run, tools=self.claimed.tools, instructions=instructions, input_parts=parts
+            )
         return self._realise_session(intent)
 
     def _realise_session(self, intent: CreationIntent) -> RemoteSession | None:
@@ -214,7 +221,13 @@ class _RunDriver:
             )
         return session
 
-    def _input_parts(self, *, carry: bool) -> list[str]:
+    @property
+    def _moment(self) -> MessageMoment:
+        submission = self.run.submission
+        return MessageMoment.of(submission.client_context, submitted_at=submission.created_at)
+
+    def _first_input_parts(self, *, carry: bool) -> list[str]:
+        """A new session's first input; its instructions carry the message's date and zone."""
         parts = []
         if carry:
             earlier = selectors.carry_of(self.run.submission.conversation_id, self.run.submission.user_message.sequence)
@@ -222,6 +235,11 @@ class _RunDriver:
                 parts.append(f"Earlier in this conversation (context, not a new request):\n{earlier}")
         parts.append(self.run.submission.user_message.text)
         return parts
+
+    def _message_parts(self) -> list[str]:
+        """A later input of a session: its own date and zone first (the session's may be days old), then the words.
+        The same every time it is built, so a resend under the run's key is the same event."""
+        return [message_context_line(self._moment), self.run.submission.user_message.text]
 
     def _send_input(self, session: RemoteSession, live: LiveStream) -> None:
         """Sends the run's message once no turn of the session is active (input never steers a turn).
@@ -239,7 +257,7 @@ class _RunDriver:
                 message_sequence=self._message_sequence,
             )
         live.wait_connected()
-        self.gateway.send_message(session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key)
+        self.gateway.send_message(session.remote_id, self._message_parts(), idempotency_key=self._input_key)
 
     @property
     def _message_sequence(self) -> int:
@@ -286,7 +304,7 @@ class _RunDriver:
                     ):
                         # Its 202 may have been lost before the provider saw it: the same key makes this safe.
                         self.gateway.send_message(
-                            session.remote_id, self._input_parts(carry=False), idempotency_key=self._input_key
+                            session.remote_id, self._message_parts(), idempotency_key=self._input_key
                         )
                         last_resend = time.monotonic()
                 elif self._apply_truth(session, turn):

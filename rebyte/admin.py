@@ -102,9 +102,12 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
 
 @admin.register(SavedAgent)
 class SavedAgentAdmin(admin.ModelAdmin):
-    list_display = ["owner", "remote_id", "created_at"]
+    """Each owner's agents; one the provider lost (404) stays, marked gone, beside the one that replaced it."""
+
+    list_display = ["owner", "remote_id", "created_at", "gone_at"]
+    list_filter = [("gone_at", admin.EmptyFieldListFilter)]
     search_fields = ["owner__username", "remote_id"]
-    readonly_fields = ["owner", "remote_id", "intent", "created_at"]
+    readonly_fields = ["owner", "remote_id", "intent", "created_at", "gone_at"]
 
 
 @admin.register(RemoteSession)

@@ -173,6 +173,10 @@ class RebyteGateway:
         with self._call("create_agent", creates=True):
             return self._once.beta.agents.create(model=model, name=name, instructions=instructions, metadata=metadata)
 
+    def get_agent(self, agent_id: str) -> Agent:
+        with self._call("get_agent"):
+            return self._client.beta.agents.retrieve(agent_id)
+
     def list_agents(self) -> list[Agent]:
         with self._call("list_agents"):
             return _all_pages(self._client.beta.agents.list(order="desc", limit=PAGE_SIZE), "list_agents")

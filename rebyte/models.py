@@ -56,16 +56,17 @@ class CreationIntent(models.Model):
             models.CheckConstraint(
                 condition=~Q(state="created") | ~Q(remote_id=""), name="rebyte_created_intent_has_remote_id"
             ),
-            # One open attempt at a time per resource: concurrent runs share it instead of racing.
+            # One agent create in flight per owner: concurrent runs share it instead of racing. One in doubt
+            # (pending reconciliation) does not count: the next run creates another deliberately (DESIGN §1.4).
             models.UniqueConstraint(
-                fields=["owner"],
-                condition=Q(kind="agent", state__in=["intended", "pending_reconciliation"]),
-                name="rebyte_one_open_agent_intent",
+                fields=["owner"], condition=Q(kind="agent", state="intended"), name="rebyte_one_intended_agent_intent"
             ),
+            # A session is created with one run's input, so its intent is that run's; while one run's session is
+            # in doubt, the conversation's next run creates its own.
             models.UniqueConstraint(
-                fields=["conversation"],
+                fields=["run"],
                 condition=Q(kind="session", state__in=["intended", "pending_reconciliation"]),
-                name="rebyte_one_open_session_intent",
+                name="rebyte_one_open_session_intent_per_run",
             ),
         ]
 
@@ -81,12 +82,23 @@ class CreationIntent(models.Model):
 
 
 class SavedAgent(models.Model):
-    """The owner's remote Rebyte agent (Main Chat and Tasks share it; each has its own sessions)."""
+    """The owner's remote Rebyte agent (Main Chat and Tasks share it; each has its own sessions).
 
-    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_agent")
+    One is current per owner. One the provider lost (404) is kept, marked gone, with the sessions it served.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_agents")
     remote_id = models.CharField(max_length=200, unique=True)
     intent = models.OneToOneField(CreationIntent, on_delete=models.PROTECT, related_name="+")
+    gone_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"], condition=Q(gone_at__isnull=True), name="rebyte_one_current_agent"
+            )
+        ]
 
     def __str__(self):
         return self.remote_id
@@ -95,10 +107,12 @@ class SavedAgent(models.Model):
 class SessionState(models.TextChoices):
     CURRENT = "current"
     HISTORICAL = "historical"
+    # The provider answered 404 for it: nothing more can be sent there or read from it.
+    GONE = "gone"
 
 
 class RemoteSession(models.Model):
-    """A remote session bound to a conversation; rotated ones stay as historical bindings."""
+    """A remote session bound to a conversation; rotated ones stay as historical bindings, lost ones as gone."""
 
     conversation = models.ForeignKey("runtime.Conversation", on_delete=models.CASCADE, related_name="remote_sessions")
     saved_agent = models.ForeignKey(SavedAgent, on_delete=models.PROTECT, related_name="sessions")

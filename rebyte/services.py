@@ -51,6 +51,13 @@ class CreationRefused(Exception):
     """The provider refused the create outright (not a transport problem): retrying will not help."""
 
 
+class AgentGone(Exception):
+    """A session create answered 404 and reading the owner's agent answered 404 too: the provider lost the agent.
+
+    Not a doubt but an answer (DESIGN §5): the agent is marked gone, and the next `ensure_saved_agent` creates a
+    new one deliberately."""
+
+
 def tools_fingerprint(tools: list[dict]) -> str:
     return hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -59,12 +66,31 @@ def tools_fingerprint(tools: list[dict]) -> str:
 
 
 def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
-    agent = SavedAgent.objects.filter(owner=owner).first()
+    """The owner's current agent, created if there is none. An agent create in doubt is not waited for: another is
+    created deliberately, and the doubtful one, if found later, is recorded and left unused."""
+    agent = _current_agent(owner.pk)
     if agent is not None:
         return agent
     with transaction.atomic(durable=True):
         intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
     return realise(intent, gateway)
+
+
+def _current_agent(owner_id) -> SavedAgent | None:
+    return SavedAgent.objects.filter(owner_id=owner_id, gone_at__isnull=True).first()
+
+
+def _agent_is_gone(agent: SavedAgent, gateway: RebyteGateway) -> bool:
+    """Whether the provider definitely lost the agent (reading it answers 404); marks it gone if so."""
+    try:
+        gateway.get_agent(agent.remote_id)
+    except Refused as exc:
+        if exc.status != 404:
+            raise
+        SavedAgent.objects.filter(id=agent.id, gone_at__isnull=True).update(gone_at=timezone.now())
+        logger.warning("the provider lost agent %s of user %s: a new one is created", agent.remote_id, agent.owner_id)
+        return True
+    return False
 
 
 # --- sessions -----------------------------------------------------------------------------------------
@@ -119,6 +145,26 @@ def session_has_history(conversation: Conversation) -> bool:
     return RemoteSession.objects.filter(conversation=conversation).exists()
 
 
+def session_is_gone(session: RemoteSession, gateway: RebyteGateway) -> bool:
+    """Whether the provider definitely lost the session: reading it answers 404. Anything else (5xx, a timeout) is
+    no answer and raises, for the caller to back off as from any outage."""
+    try:
+        gateway.get_session(session.remote_id)
+    except Refused as exc:
+        if exc.status != 404:
+            raise
+        return True
+    return False
+
+
+def mark_session_gone(session: RemoteSession, *, now: datetime) -> None:
+    """The binding of a session the provider lost; kept, with the message range it served, for the history."""
+    RemoteSession.objects.filter(id=session.id).exclude(state=SessionState.GONE).update(
+        state=SessionState.GONE, rotation_reason="not_found", rotated_at=now
+    )
+    logger.warning("the provider lost session %s of conversation %s", session.remote_id, session.conversation_id)
+
+
 def record_completed_turn(session: RemoteSession, *, items: list, now: datetime) -> None:
     """After a turn of the session completed: count it, reset idleness, and re-measure the context."""
     measured = json.dumps(
@@ -143,6 +189,14 @@ def remote_turn_of(run: Run) -> RemoteTurn:
     """The run's binding, with its session; inside the claim, whose lock on the run makes the create race-free."""
     remote_turn = RemoteTurn.objects.select_related("session__intent", "session__conversation").filter(run=run).first()
     return remote_turn or RemoteTurn.objects.create(run=run)
+
+
+def unbind_lost_session(run_id) -> None:
+    """The run starts over in a new session: its binding to the lost one (and to a turn there) goes. What was
+    projected stays counted by item id; the new session's items have ids of their own."""
+    RemoteTurn.objects.filter(run_id=run_id).update(
+        session=None, baseline_turn_ids=[], turn_id="", pending_intent=None, updated_at=timezone.now()
+    )
 
 
 def forget_remote_turn(run: Run) -> None:
@@ -189,38 +243,53 @@ def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
 
 
 def _open_intent(*, owner, kind: str, conversation: Conversation | None, run_id=None) -> CreationIntent:
-    """The open intent for this resource, or a new one; joins the caller's transaction."""
-    scope = {"owner": owner} if kind == IntentKind.AGENT else {"conversation": conversation}
-    existing = CreationIntent.objects.filter(kind=kind, state__in=OPEN_INTENT_STATES, **scope).first()
+    """The intent in flight for this resource (the owner's agent create, shared by concurrent runs; the run's own
+    session create), or a new one; joins the caller's transaction. An agent intent in doubt is not in flight."""
+    if kind == IntentKind.AGENT:
+        scope = {"owner": owner, "state": IntentState.INTENDED}
+    else:
+        scope = {"run_id": run_id, "state__in": OPEN_INTENT_STATES}
+    existing = CreationIntent.objects.filter(kind=kind, **scope).first()
     if existing is not None:
         return existing
     try:
         with transaction.atomic():
             return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation, run_id=run_id)
     except IntegrityError:
-        return CreationIntent.objects.get(kind=kind, state__in=OPEN_INTENT_STATES, **scope)
+        return CreationIntent.objects.get(kind=kind, **scope)
 
 
-def realise(intent: CreationIntent, gateway: RebyteGateway):
+def realise(intent: CreationIntent, gateway: RebyteGateway, *, may_create: bool = True):
     """The intent's resource: found (after an earlier attempt) or created, then adopted. Raises
-    CreationPending when that cannot be decided now, CreationRefused when the provider said no, and
-    Unavailable when nothing was sent (the caller backs off and tries again later)."""
+    CreationPending when that cannot be decided now, CreationRefused when the provider said no, AgentGone
+    when a session's agent was lost, and Unavailable when nothing was sent (the caller backs off and tries
+    again later). Without `may_create` it only looks: nothing found leaves the intent to staff."""
     if intent.state == IntentState.CREATED:
         return _resource_of(intent)
-    if intent.attempts:
+    if intent.attempts or not may_create:
         # An earlier create was sent (its worker may have died before the answer): look first.
         found = _lookup(intent, gateway)
         if found is not None:
             return _adopt(intent, found)
+        if not may_create:
+            _mark_pending(intent, "nothing found, and no longer needed: not created again")
+            raise CreationPending(intent, "nothing found")
     return _adopt(intent, _create(intent, gateway))
 
 
 def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
+    agent = _session_agent(intent) if intent.kind == IntentKind.SESSION else None
     for attempt in (1, 2):
-        # Counted before sending, so a crash mid-request still tells the next attempt to look first.
-        CreationIntent.objects.filter(id=intent.id).update(attempts=F("attempts") + 1, updated_at=timezone.now())
+        # Counted before sending, so a crash mid-request still tells the next attempt to look first; and counted
+        # only from the count this worker read, so of two runs sharing the intent (the owner's agent) one sends.
+        taken = CreationIntent.objects.filter(id=intent.id, attempts=intent.attempts).update(
+            attempts=F("attempts") + 1, updated_at=timezone.now()
+        )
+        if not taken:
+            raise Unavailable(f"{intent.kind} intent {intent.id} is being created by another run", operation="create")
+        intent.attempts += 1
         try:
-            return _send_create(intent, gateway)
+            return _send_create(intent, gateway, agent)
         except UnknownOutcome as exc:
             logger.warning("create of %s intent %s is ambiguous: %s", intent.kind, intent.id, exc)
             found = _lookup(intent, gateway)
@@ -230,21 +299,24 @@ def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
                 _mark_pending(intent, f"create ambiguous twice: {exc}")
                 raise CreationPending(intent, "create ambiguous twice") from exc
         except Refused as exc:
+            # The only thing a session create names that can be missing is its agent: ask for it.
+            if agent is not None and exc.status == 404 and _agent_is_gone(agent, gateway):
+                _mark(intent, IntentState.FAILED, f"the agent is gone: {exc}")
+                raise AgentGone(str(exc)) from exc
             _mark(intent, IntentState.FAILED, str(exc))
             raise CreationRefused(str(exc)) from exc
     raise AssertionError("unreachable")
 
 
-def _send_create(intent: CreationIntent, gateway: RebyteGateway) -> str:
+def _send_create(intent: CreationIntent, gateway: RebyteGateway, agent: SavedAgent | None) -> str:
     if intent.kind == IntentKind.AGENT:
-        agent = gateway.create_agent(
+        created = gateway.create_agent(
             model=settings.REBYTE_MODEL,
             name=f"Impo agent of user {intent.owner_id}",
             instructions=AGENT_INSTRUCTIONS,
             metadata=intent.metadata,
         )
-        return agent.id
-    agent = SavedAgent.objects.get(owner_id=intent.owner_id)
+        return created.id
     session = gateway.create_session(
         agent_id=agent.remote_id,
         tools=intent.request["tools"],
@@ -258,6 +330,15 @@ def _send_create(intent: CreationIntent, gateway: RebyteGateway) -> str:
 def _session_instructions(intent: CreationIntent) -> str:
     # An intent recorded before sessions carried their context is sent (again) as it was first sent.
     return intent.request.get("instructions") or AGENT_INSTRUCTIONS
+
+
+def _session_agent(intent: CreationIntent) -> SavedAgent:
+    """The owner's current agent, which a session is created (and looked for) under. Its run ensured one first; if
+    it is gone since (another run found it lost), so is this attempt's premise."""
+    agent = _current_agent(intent.owner_id)
+    if agent is None:
+        raise AgentGone(f"the agent of user {intent.owner_id} was found gone")
+    return agent
 
 
 def _lookup(intent: CreationIntent, gateway: RebyteGateway) -> str | None:
@@ -283,7 +364,7 @@ def _matching(intent: CreationIntent, gateway: RebyteGateway) -> list[str]:
     if intent.kind == IntentKind.AGENT:
         candidates = gateway.list_agents()
     else:
-        candidates = gateway.list_sessions(SavedAgent.objects.get(owner_id=intent.owner_id).remote_id)
+        candidates = gateway.list_sessions(_session_agent(intent).remote_id)
     return [c.id for c in candidates if all(c.metadata.get(key) == value for key, value in expected.items())]
 
 
@@ -297,20 +378,40 @@ def _adopt(intent: CreationIntent, remote_id: str):
         intent.last_error = ""
         intent.save()
         if intent.kind == IntentKind.AGENT:
+            current_agent = _current_agent(intent.owner_id)
+            if current_agent is not None:
+                # Found after another was created deliberately while this one was in doubt: recorded, left unused.
+                return current_agent
             return SavedAgent.objects.create(owner_id=intent.owner_id, remote_id=remote_id, intent=intent)
+        now = timezone.now()
+        retired = _retired_on_adoption(intent)
         return RemoteSession.objects.create(
             conversation_id=intent.conversation_id,
-            saved_agent=SavedAgent.objects.get(owner_id=intent.owner_id),
+            saved_agent=_session_agent(intent),
             remote_id=remote_id,
             intent=intent,
+            state=SessionState.HISTORICAL if retired else SessionState.CURRENT,
+            rotation_reason=retired,
+            rotated_at=now if retired else None,
             tools_fingerprint=tools_fingerprint(intent.request["tools"]),
-            last_activity_at=timezone.now(),
+            last_activity_at=now,
         )
+
+
+def _retired_on_adoption(intent: CreationIntent) -> str:
+    """Why a session found late is recorded as history rather than made current ('' when it is current): the
+    conversation moved on to a new one while its run was parked (the run may still follow its turn there), or its
+    run ended (the owner cancelled it) and its turn, never shown, must not become the next message's context."""
+    if RemoteSession.objects.filter(conversation_id=intent.conversation_id, state=SessionState.CURRENT).exists():
+        return "superseded"
+    if intent.run is not None and intent.run.is_terminal:
+        return "abandoned"
+    return ""
 
 
 def _resource_of(intent: CreationIntent):
     if intent.kind == IntentKind.AGENT:
-        return SavedAgent.objects.get(intent=intent)
+        return SavedAgent.objects.filter(intent=intent).first() or _current_agent(intent.owner_id)
     return RemoteSession.objects.get(intent=intent)
 
 
@@ -337,14 +438,22 @@ def _intent_run_trace(intent_id, gateway) -> str:
 )
 def reconcile_intent(intent_id, gateway: RebyteGateway) -> CreationIntent:
     """Settles an open intent by looking up (then, if absent, creating) its remote resource."""
-    intent = CreationIntent.objects.get(id=intent_id)
+    intent = CreationIntent.objects.select_related("run").get(id=intent_id)
     if intent.state in OPEN_INTENT_STATES:
         try:
-            realise(intent, gateway)
-        except (CreationPending, CreationRefused, Unavailable) as exc:
+            realise(intent, gateway, may_create=_still_needed(intent))
+        except (CreationPending, CreationRefused, AgentGone, Unavailable) as exc:
             logger.info("intent %s not settled yet: %s", intent.id, exc)
     intent.refresh_from_db()
     return intent
+
+
+def _still_needed(intent: CreationIntent) -> bool:
+    """Whether settling the intent may create its resource again: not once its run ended (the owner cancelled it),
+    nor for an agent in doubt that another has replaced; those are only looked up, for the record."""
+    if intent.kind == IntentKind.AGENT:
+        return _current_agent(intent.owner_id) is None
+    return intent.run is None or not intent.run.is_terminal
 
 
 def reconcile_open_intents(gateway: RebyteGateway, *, limit: int = 50) -> int:

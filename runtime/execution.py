@@ -30,10 +30,9 @@ from django.utils import timezone
 from impo import telemetry
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
-from rebyte.instructions import MessageMoment, message_context_line, session_instructions
 from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
-from runtime import selectors, services
+from runtime import healing, run_input, selectors, services
 from runtime.models import Run, RunState, StaffRunActionOutcome
 from runtime.worker_threads import Heartbeat, LiveStream
 from tools import dispatch
@@ -75,15 +74,19 @@ def execute_run(run_id, worker_id: str) -> None:
         return
     lease = claimed.lease
     with Heartbeat(lease) as heartbeat:
+        driver = _RunDriver(claimed, provider_gateway(), heartbeat)
         try:
             with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
-                _RunDriver(claimed, provider_gateway(), heartbeat).drive()
+                driver.drive()
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
             _finish_quietly(lease, RunState.FAILED, ("provider_rejected", str(exc), False))
+        except rebyte_services.AgentGone:
+            healing.start_over(lease, lost=None, reason="agent_not_found")
         except Refused as exc:
-            _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
+            if not healing.started_over_if_lost(lease, driver.session, exc, driver.gateway):
+                _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
         except (Unavailable, UnknownOutcome) as exc:
             _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
         except Exception as exc:
@@ -114,11 +117,10 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         if remote_turn.session_id is not None or run.input_sent_at is not None:
             return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
         catalog = catalog_for_run(run)
-        tools = [tool.to_provider() for tool in catalog]
+        tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
         session = rebyte_services.usable_session(
             run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
         )
-        device_tools = [tool.name for tool in catalog if tool.device]
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
 
 
@@ -163,12 +165,14 @@ class _RunDriver:
         # Seen on the run row each projection locks: a cancel asked for while deltas stream is relayed at once,
         # not at the next quiet moment.
         self.cancel_seen = False
+        # The session the run's input goes (or went) to, once known: the one a 404 may say the provider lost.
+        self.session: RemoteSession | None = None
 
     def fence(self):
         return services.fenced(self.lease)
 
     def drive(self) -> None:
-        session = self._session_with_input()
+        session = self.session = self._session_with_input()
         if session is None:
             return  # parked for reconciliation
         with LiveStream(self.gateway, session.remote_id) as live:
@@ -199,8 +203,11 @@ class _RunDriver:
         except rebyte_services.CreationPending as exc:
             self._park(exc)
             return None
-        parts = self._first_input_parts(carry=rebyte_services.session_has_history(self.run.submission.conversation))
-        instructions = session_instructions(self._moment, device_tools=self.claimed.device_tools)
+        submission = self.run.submission
+        parts = run_input.first_input_parts(
+            submission, carry=rebyte_services.session_has_history(submission.conversation)
+        )
+        instructions = run_input.new_session_instructions(submission, device_tools=self.claimed.device_tools)
         with self.fence() as run:
             self.input_sent = services.mark_input_sent(run) is not None
             intent = rebyte_services.open_session_intent(
@@ -221,26 +228,6 @@ class _RunDriver:
             )
         return session
 
-    @property
-    def _moment(self) -> MessageMoment:
-        submission = self.run.submission
-        return MessageMoment.of(submission.client_context, submitted_at=submission.created_at)
-
-    def _first_input_parts(self, *, carry: bool) -> list[str]:
-        """A new session's first input; its instructions carry the message's date and zone."""
-        parts = []
-        if carry:
-            earlier = selectors.carry_of(self.run.submission.conversation_id, self.run.submission.user_message.sequence)
-            if earlier:
-                parts.append(f"Earlier in this conversation (context, not a new request):\n{earlier}")
-        parts.append(self.run.submission.user_message.text)
-        return parts
-
-    def _message_parts(self) -> list[str]:
-        """A later input of a session: its own date and zone first (the session's may be days old), then the words.
-        The same every time it is built, so a resend under the run's key is the same event."""
-        return [message_context_line(self._moment), self.run.submission.user_message.text]
-
     def _send_input(self, session: RemoteSession, live: LiveStream) -> None:
         """Sends the run's message once no turn of the session is active (input never steers a turn).
 
@@ -257,7 +244,9 @@ class _RunDriver:
                 message_sequence=self._message_sequence,
             )
         live.wait_connected()
-        self.gateway.send_message(session.remote_id, self._message_parts(), idempotency_key=self._input_key)
+        self.gateway.send_message(
+            session.remote_id, run_input.message_parts(self.run.submission), idempotency_key=self._input_key
+        )
 
     @property
     def _message_sequence(self) -> int:
@@ -304,7 +293,9 @@ class _RunDriver:
                     ):
                         # Its 202 may have been lost before the provider saw it: the same key makes this safe.
                         self.gateway.send_message(
-                            session.remote_id, self._message_parts(), idempotency_key=self._input_key
+                            session.remote_id,
+                            run_input.message_parts(self.run.submission),
+                            idempotency_key=self._input_key,
                         )
                         last_resend = time.monotonic()
                 elif self._apply_truth(session, turn):

@@ -142,8 +142,9 @@ TERMINAL_RUN_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.C
 ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
 # Runs that keep the later runs of their conversation waiting (one writer per conversation), and that a message's
 # `reject` / `interrupt` policy answers about. The claim rule, the policy admission and the lock of a
-# conversation's unfinished runs all read this one set.
-UNFINISHED_RUN_STATES = ACTIVE_RUN_STATES
+# conversation's unfinished runs all read this one set. A run parked pending reconciliation is active but holds
+# nothing (DESIGN §1.4): the next message goes to a new session, and only its owner's cancel (or staff) ends it.
+UNFINISHED_RUN_STATES = frozenset(ACTIVE_RUN_STATES - {RunState.PENDING_RECONCILIATION})
 # Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
 # pending_reconciliation waits on staff, not the user.
 COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL)
@@ -282,6 +283,8 @@ class EventType(models.TextChoices):
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
     RUN_PENDING_RECONCILIATION = "run.pending_reconciliation"
+    # The provider had lost the run's session (or agent): the run went on in a new one, with the carry.
+    RUN_SESSION_REPLACED = "run.session_replaced"
 
 
 class Event(models.Model):

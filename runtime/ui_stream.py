@@ -146,6 +146,10 @@ class UIMessageStream:
             )
         elif kind == EventType.TOOL_APPROVAL_DECIDED:
             chunks.append(self._approval_step_decided(payload))
+        elif kind == EventType.RUN_SESSION_REPLACED:
+            step_id = f"step-session-{self.submission_id}"
+            detail = payload["message"]
+            chunks.append(self._step(step_id, "session", "Started a new session", "completed", detail=detail))
         return chunks
 
     def _approval_step_decided(self, payload: dict) -> dict:

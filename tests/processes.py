@@ -117,11 +117,19 @@ class RebyteDouble(ServiceProcess):
         import httpx
 
         port = free_port()
-        super().__init__("rebyte-double", [sys.executable, "-m", "rebyte.double", "--port", str(port), *extra_args])
+        self._argv = [sys.executable, "-m", "rebyte.double", "--port", str(port), *extra_args]
+        super().__init__("rebyte-double", self._argv)
         self.url = f"http://127.0.0.1:{port}"
         self.api_url = f"{self.url}/v1"
         self.admin = httpx.Client(base_url=self.url, timeout=5)
         wait_until(self._healthy, timeout=15, what=f"the Rebyte double (log: {self.log_path})")
+
+    def restart(self) -> None:
+        """Stops the double and starts a new one on the same port: every agent and session it held is forgotten,
+        as the real service can lose them (deleted in its console, another organisation's key)."""
+        ServiceProcess.stop(self)
+        ServiceProcess.__init__(self, "rebyte-double", self._argv)
+        wait_until(self._healthy, timeout=15, what=f"the restarted Rebyte double (log: {self.log_path})")
 
     def _healthy(self) -> bool:
         import httpx

@@ -59,6 +59,7 @@ from runtime.services.lifecycle import (
     project_output,
     provider_backoff_seconds,
     resume_parked_run,
+    start_input_over,
 )
 from runtime.services.staff import (
     lock_run_for_staff,
@@ -119,6 +120,7 @@ __all__ = [
     "staff_cancel_run",
     "staff_fail_run",
     "staff_retry_run",
+    "start_input_over",
     "submit_main_chat_message",
     "submit_task_message",
     "sweep_runs",

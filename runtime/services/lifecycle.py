@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runtime import outbound
 from runtime.events import append_events
-from runtime.models import EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
+from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
 from tools import selectors as tool_selectors
 from tools import services as tool_services
 
@@ -145,7 +145,9 @@ def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: tuple[st
 
 
 def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
-    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled."""
+    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled.
+
+    Parked, it no longer holds its conversation: the next queued run is woken now, not when the doubt ends."""
     run = locked_run(run)
     run.transition_to(RunState.PENDING_RECONCILIATION)
     run.lease_owner = ""
@@ -156,6 +158,36 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     project_events(
         run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
     )
+    _wake_following(run)
+
+
+_SESSION_REPLACED = {
+    "session_not_found": (
+        "The provider no longer had this conversation's session: a new session was started, with the last turns "
+        "carried over."
+    ),
+    "agent_not_found": (
+        "The provider no longer had your agent: a new agent was created and a new session was started, with the last "
+        "turns carried over."
+    ),
+}
+
+
+def start_input_over(run: "Run | FencedRun", *, reason: str) -> None:
+    """Inside the run's fenced transaction: the provider lost the session its input went to (`session_not_found`), or
+    the agent a new session needed (`agent_not_found`), so the run is given back, its input to go again, to a new
+    session. Backed off as from any provider failure, so a provider that keeps losing things is not hammered. Its
+    history gets one line saying so, however many things were lost (the session, then its agent). A run whose owner
+    cancelled it meanwhile ends instead."""
+    run = locked_run(run)
+    if run.cancel_requested_at is not None:
+        finish(run, RunState.CANCELLED, now=timezone.now())
+        return
+    run.input_sent_at = None
+    if not Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_SESSION_REPLACED).exists():
+        payload = {"submissionId": str(run.submission_id), "reason": reason, "message": _SESSION_REPLACED[reason]}
+        project_events(run, [(EventType.RUN_SESSION_REPLACED, payload)])
+    requeue_for_provider(run, cause=f"the provider lost what the run used ({reason}): starting over")
 
 
 def resume_parked_run(run: Run) -> None:
@@ -202,6 +234,11 @@ def finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = N
     if error:
         payload["error"] = {"code": error[0], "message": error[1], "retryable": error[2]}
     project_events(run, [(_FINAL_EVENT[state], payload)])
+    _wake_following(run)
+
+
+def _wake_following(run: Run) -> None:
+    """The run no longer holds its conversation: the next queued run of it may start."""
     following = (
         Run.objects.filter(submission__conversation_id=run.submission.conversation_id, state=RunState.QUEUED)
         .exclude(id=run.id)
@@ -217,8 +254,9 @@ def cancel(run: Run) -> str:
     """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome).
 
     Its pending approvals are denied in the same transaction, under the run's lock taken first, so no answer can
-    approve one of them meanwhile. A run whose input never left is cancelled on the spot; a queued one, or one
-    parked on an approval, is woken so a worker relays the cancel to the provider."""
+    approve one of them meanwhile. A run whose input never left, or one parked for reconciliation, is cancelled on
+    the spot (a parked run's creation intent stays for staff, and a remote turn found later is only recorded); a
+    queued one, or one parked on an approval, is woken so a worker relays the cancel to the provider."""
     if run.is_terminal:
         return StaffRunActionOutcome.ALREADY_FINISHED
     if run.cancel_requested_at is not None:
@@ -227,7 +265,7 @@ def cancel(run: Run) -> str:
     run.cancel_requested_at = now
     run.version += 1
     project_events(run, tool_services.deny_for_cancel(run))
-    if run.input_sent_at is None and run.state in (RunState.QUEUED, RunState.PENDING_RECONCILIATION):
+    if run.state == RunState.PENDING_RECONCILIATION or (run.input_sent_at is None and run.state == RunState.QUEUED):
         finish(run, RunState.CANCELLED, now=now)
     elif run.state == RunState.WAITING_APPROVAL:
         requeue_if_answered(run)

@@ -75,6 +75,24 @@ def test_the_reconciler_adopts_the_agent_that_the_lost_answer_created(user, gate
     assert SavedAgent.objects.get().remote_id == rebyte_double.state()["agents"][0]["id"]
 
 
+def test_an_agent_in_doubt_is_replaced_deliberately_and_the_one_found_later_is_recorded_unused(
+    user, gateway, rebyte_double
+):
+    leave_the_agent_intent_pending(user, gateway, rebyte_double)
+    doubtful = CreationIntent.objects.get()
+
+    agent = services.ensure_saved_agent(user, gateway)
+
+    assert agent.intent_id != doubtful.id
+    assert services.reconcile_open_intents(gateway) == 1
+    doubtful.refresh_from_db()
+    lost_answer_agent = next(a["id"] for a in rebyte_double.state()["agents"] if a["id"] != agent.remote_id)
+    assert (doubtful.state, doubtful.remote_id) == (IntentState.CREATED, lost_answer_agent)
+    assert list(SavedAgent.objects.all()) == [agent]
+    # Looked up only: nothing was created for it again.
+    assert rebyte_double.state()["counts"]["agents"] == 2
+
+
 def test_two_remote_agents_carrying_the_intent_are_never_guessed_between(user, gateway, rebyte_double):
     leave_the_agent_intent_pending(user, gateway, rebyte_double)
     intent = CreationIntent.objects.get()

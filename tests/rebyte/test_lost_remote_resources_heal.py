@@ -1,0 +1,159 @@
+"""A provider that answers 404 for an agent or a session Impo holds has lost it: the run goes on in a new one
+(DESIGN §5). Only a definite "not found" heals; a 503 or a lost answer stays on the reconciliation path."""
+
+import pytest
+from django.test import Client
+
+from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
+from runtime.models import Event, EventType, Run, RunState
+from tests.factories import UserFactory
+from tests.processes import RebyteDouble, Stack, wait_until
+
+CARRY = "Earlier in this conversation (context, not a new request):\n"
+
+
+@pytest.fixture
+def own_stack(transactional_db, settings):
+    """A stack on a double of its own, which a test may restart (the session-wide one serves other tests)."""
+    from django.db import connection
+
+    from impo.celery import app
+
+    double = RebyteDouble()
+    settings.REBYTE_BASE_URL = double.api_url
+    app.control.purge()
+    running = Stack(database_name=connection.settings_dict["NAME"], double=double, redis_url=settings.REDIS_URL)
+    yield running
+    running.stop()
+    double.stop()
+
+
+def posted(api, path, text, client_message_id) -> dict:
+    response = api.post(path, {"clientMessageId": client_message_id, "text": text}, format="json")
+    assert response.status_code == 202, response.content
+    return response.json()
+
+
+def run_of(receipt) -> Run:
+    return Run.objects.select_related("submission__assistant_message").get(submission_id=receipt["submissionId"])
+
+
+def settled(receipt, state=RunState.COMPLETED, timeout=60) -> Run:
+    return wait_until(
+        lambda: (run := run_of(receipt)).state == state and run,
+        timeout=timeout,
+        what=f"submission {receipt['submissionId']} to be {state}",
+    )
+
+
+def first_input_of(double_session: dict) -> list[str]:
+    first = next(item for item in double_session["items"] if item.get("role") == "user")
+    return [part["text"] for part in first["content"]]
+
+
+def replaced_lines(run: Run) -> list[dict]:
+    return list(
+        Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_SESSION_REPLACED).values_list(
+            "payload", flat=True
+        )
+    )
+
+
+def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(own_stack, api):
+    double = own_stack.double
+    own_stack.start_worker("one")
+    own_stack.start_worker("two")
+    own_stack.start_sweeper()
+    settled(posted(api, "/api/v1/conversation/messages", "chat before", "c-1"))
+    task = posted(api, "/api/v1/tasks", "task before", "t-1")
+    settled(task)
+
+    double.restart()
+
+    # Both at once, on two workers: both find the agent gone, and one new agent serves them.
+    chat = posted(api, "/api/v1/conversation/messages", "chat after", "c-2")
+    task_message = posted(api, f"/api/v1/tasks/{task['taskId']}/messages", "task after", "t-2")
+    chat_run, task_run = settled(chat), settled(task_message)
+
+    assert chat_run.submission.assistant_message.text == "Echo: chat after"
+    assert task_run.submission.assistant_message.text == "Echo: task after"
+    state = double.state()
+    assert (state["counts"]["agents"], state["counts"]["sessions"]) == (1, 2)
+    inputs = sorted(first_input_of(session) for session in state["sessions"])
+    assert inputs == sorted(
+        [
+            [f"{CARRY}User: chat before\nAssistant: Echo: chat before", "chat after"],
+            [f"{CARRY}User: task before\nAssistant: Echo: task before", "task after"],
+        ]
+    )
+    # The bindings Impo held are marked gone, not deleted: the history before them stays attributable.
+    assert SavedAgent.objects.filter(gone_at__isnull=False).count() == 1
+    assert SavedAgent.objects.filter(gone_at__isnull=True).count() == 1
+    assert RemoteSession.objects.filter(state=SessionState.GONE).count() == 2
+    assert RemoteSession.objects.filter(state=SessionState.CURRENT).count() == 2
+    for run in (chat_run, task_run):
+        (line,) = replaced_lines(run)
+        assert "a new session was started" in line["message"]
+
+
+def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, api):
+    own_stack.start_worker()
+    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    own_stack.double.restart()
+    settled(posted(api, "/api/v1/conversation/messages", "after", "c-2"))
+    desk = Client()
+    desk.force_login(UserFactory(is_staff=True, is_superuser=True))
+
+    sessions = desk.get("/admin/rebyte/remotesession/?state__exact=gone").content.decode()
+    agents = desk.get("/admin/rebyte/savedagent/").content.decode()
+
+    (gone,) = RemoteSession.objects.filter(state=SessionState.GONE)
+    assert gone.remote_id in sessions
+    assert gone.rotation_reason == "not_found"
+    old, new = SavedAgent.objects.order_by("created_at")
+    assert old.remote_id in agents and new.remote_id in agents
+    assert old.gone_at is not None and new.gone_at is None
+
+
+def test_a_503_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
+    double = own_stack.double
+    own_stack.start_worker()
+    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    double.fault("create_session", "http_error", status=503, times=2)
+    double.fault("list_sessions", "http_error", status=503, seconds=60)
+
+    run = settled(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+
+    assert CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION, kind="session").count() == 1
+    assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
+    assert not RemoteSession.objects.filter(state=SessionState.GONE).exists()
+    assert replaced_lines(run) == []
+    assert double.state()["counts"]["agents"] == 1
+
+
+def test_a_lost_answer_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
+    double = own_stack.double
+    own_stack.start_worker()
+    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    double.fault("create_session", "drop_response")
+    double.fault("list_sessions", "http_error", status=503, seconds=60)
+
+    run = settled(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+
+    assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
+    assert replaced_lines(run) == []
+    assert double.state()["counts"]["agents"] == 1
+
+
+def test_a_session_answering_503_for_a_while_keeps_the_conversation_in_it(own_stack, api):
+    double = own_stack.double
+    own_stack.start_worker()
+    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    double.fault("list_turns", "http_error", status=503, seconds=3)
+
+    run = settled(posted(api, "/api/v1/conversation/messages", "during", "c-2"))
+
+    assert run.submission.assistant_message.text == "Echo: during"
+    assert double.state()["counts"]["sessions"] == 1
+    assert not RemoteSession.objects.filter(state=SessionState.GONE).exists()
+    assert replaced_lines(run) == []

@@ -9,8 +9,10 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 from impo import limits
 from impo.errors import RateLimited
@@ -28,13 +30,17 @@ SLOT_RETRY_AFTER_SECONDS = 5
 
 @dataclass(frozen=True)
 class AdmissionHit:
-    """One admission counted against its owner's rate; refunded when the command turns out to be a replay."""
+    """One admission counted against its owner's rate under its command's name."""
 
     owner_id: int
     member: str
 
-    def refund(self) -> None:
-        limits.release(ADMISSION_LIMIT, self.owner_id, self.member)
+    def refund_replay_of(self, submission_id) -> None:
+        """The command was a replay: when its first admission has left the window, this count was taken again for
+        nothing and is given back; a copy of a command admitted within the window keeps the count they share."""
+        cutoff = timezone.now() - timedelta(seconds=ADMISSION_WINDOW_SECONDS)
+        if Submission.objects.filter(id=submission_id, created_at__lt=cutoff).exists():
+            limits.release(ADMISSION_LIMIT, self.owner_id, self.member)
 
 
 def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
@@ -44,7 +50,7 @@ def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
     its `clientMessageId`, so copies of one command arriving together (a client retrying a request whose answer
     it lost) count once, before any of them is admitted; past the rate, a client id already admitted goes on to
     get its receipt; and a replay found by the admission itself, whose count was taken again because its first
-    left the window, is refunded (`AdmissionHit.refund`). The cap on active runs is checked by the admission
+    left the window, is refunded (`AdmissionHit.refund_replay_of`). The cap on active runs is checked by the admission
     statement (`active_run_cap`).
     """
     allowed = settings.IMPO_LIMIT_ADMISSIONS_PER_MINUTE

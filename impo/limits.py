@@ -14,6 +14,7 @@ The `LimitsUnavailable` exception is how that choice reaches the caller; nothing
 import hashlib
 import logging
 import uuid
+from dataclasses import dataclass
 from functools import cache
 
 import redis
@@ -26,10 +27,13 @@ REDIS_TIMEOUT_SECONDS = 0.5
 
 _NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)"
 
-# KEYS[1]: sorted set of hit ids scored by time. ARGV: window ms, limit, hit id. Returns -1 when admitted,
-# else the ms until the oldest hit leaves the window.
+# KEYS[1]: sorted set of hit ids scored by time. ARGV: window ms, limit, hit id. Returns -1 when counted now, -2
+# when a hit of that id is already in the window (counted once), else the ms until the oldest hit leaves it.
 _HIT = f"""{_NOW_MS}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
+    return -2
+end
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('ZADD', KEYS[1], now, ARGV[3])
     redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -90,12 +94,21 @@ def _call(script: str, key: str, *args):
         raise LimitsUnavailable(str(exc)) from exc
 
 
-def hit(limit: str, identity, *, allowed: int, window_seconds: float, member: str | None = None) -> float | None:
-    """Counts one hit; None when within `allowed` hits per window, else the seconds until one more fits.
+@dataclass(frozen=True)
+class Hit:
+    counted: bool  # this call added the hit (False: already in the window under its name, or refused)
+    retry_after: float | None  # when refused, the seconds until one more fits
 
-    `member` names the hit, so that `release` can take it back."""
+
+def hit(limit: str, identity, *, allowed: int, window_seconds: float, member: str | None = None) -> Hit:
+    """Counts one hit among at most `allowed` per window.
+
+    `member` names the hit: a hit of a name already in the window is not counted again (and not refused), and
+    `release` can take it back."""
     wait_ms = _call(_HIT, _key(limit, identity), int(window_seconds * 1000), allowed, member or uuid.uuid4().hex)
-    return None if wait_ms < 0 else max(wait_ms, 1) / 1000
+    if wait_ms < 0:
+        return Hit(counted=wait_ms == -1, retry_after=None)
+    return Hit(counted=False, retry_after=max(wait_ms, 1) / 1000)
 
 
 def acquire(limit: str, identity, holder: str, *, allowed: int, ttl_seconds: float) -> bool:

@@ -45,14 +45,18 @@ class ErrorBodySerializer(serializers.Serializer):
     requestId = serializers.CharField()
 
 
-def responses(success: dict, *error_statuses: int) -> dict:
-    """`@extend_schema(responses=...)` for an operation: its success bodies, 400, 401, and the errors it names.
+def responses(success: dict, *error_statuses: int, also: dict[int, str] | None = None) -> dict:
+    """`@extend_schema(responses=...)` for an operation: its success bodies, 400, 401, and the errors it names;
+    `also` adds the operation's own codes to a status's description.
 
     Every operation may answer 400: any of them refuses a malformed path id or query string.
     """
+    also = also or {}
     errors = {
-        status: OpenApiResponse(ErrorBodySerializer, description=_ERROR_DESCRIPTIONS[status])
-        for status in sorted({400, 401, *error_statuses})
+        status: OpenApiResponse(
+            ErrorBodySerializer, description=" ".join(filter(None, [_ERROR_DESCRIPTIONS[status], also.get(status)]))
+        )
+        for status in sorted({400, 401, *error_statuses, *also})
     }
     return {**success, **errors}
 

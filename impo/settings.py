@@ -1,5 +1,6 @@
 """Settings come from the environment; the defaults are safe for a local machine only."""
 
+import ipaddress
 from pathlib import Path
 
 import environ
@@ -196,6 +197,9 @@ CHANNEL_LAYERS = {
             ],
             "capacity": 100,
             "expiry": 60,
+            # A socket renews its membership every 15 s (runtime/socket_catch_up.py); a killed process's channels
+            # leave their groups after this long instead of filling with pushes nobody reads.
+            "group_expiry": env.int("IMPO_CHANNEL_GROUP_EXPIRY_SECONDS", default=60),
         },
     },
 }
@@ -246,7 +250,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No token or Authorization value reaches a log (impo/log_redaction.py).
+    "filters": {"secrets": {"()": "impo.log_redaction.SecretRedaction"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
 
@@ -307,6 +313,16 @@ IMPO_WEBHOOK_MAX_AGE_SECONDS = env.float("IMPO_WEBHOOK_MAX_AGE_SECONDS", default
 IMPO_WEBHOOK_POLL_SECONDS = env.float("IMPO_WEBHOOK_POLL_SECONDS", default=1.0)
 IMPO_WEBHOOK_REWAKE_AFTER_SECONDS = env.float("IMPO_WEBHOOK_REWAKE_AFTER_SECONDS", default=15.0)
 IMPO_WEBHOOK_ENDPOINTS_PER_USER = env.int("IMPO_WEBHOOK_ENDPOINTS_PER_USER", default=10)
+# Webhook targets (webhooks/targets.py): https only unless this (DEBUG by default) allows plain http; addresses on
+# loopback, private, link-local and other internal ranges are refused unless a network listed here holds them
+# (comma-separated CIDRs, e.g. `127.0.0.1/32` for a receiver on the same machine). Off by default.
+IMPO_WEBHOOK_ALLOW_HTTP = env.bool("IMPO_WEBHOOK_ALLOW_HTTP", default=DEBUG)
+IMPO_WEBHOOK_ALLOWED_NETWORKS = [net for net in env.list("IMPO_WEBHOOK_ALLOWED_NETWORKS", default=[]) if net]
+for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"IMPO_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
 # `/metrics` (README "Traces and metrics"): a bearer token for the scraper (staff may always read it), and the
 # window over which claim latency is summarised.
 IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")

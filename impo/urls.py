@@ -1,8 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from impo import health, metrics
+from impo import errors, health, metrics
 from impo.login import throttled_login
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
@@ -19,6 +19,9 @@ urlpatterns = [
     path("api/v1/", include("scheduling.urls")),
     path("api/v1/", include("runtime.device_urls")),
     path("api/v1/", include("webhooks.urls")),
+    # Any other path under /api/ is the API's 404, in its envelope, in every configuration (DEBUG's technical 404
+    # page would otherwise answer it, and CommonMiddleware would redirect it to a slash-ended path).
+    re_path(r"^api/", errors.json_not_found),
     # The admin's password form is guarded like the web login (before the admin's own route to it).
     path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),

@@ -11,6 +11,8 @@ import os
 
 from uvicorn.workers import UvicornWorker
 
+from impo.log_redaction import install_on_web_server_loggers
+
 # Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
 # default, a client could pose as any address to the login throttle.
 _forwarded_allow_ips = os.environ.get("IMPO_WEB_FORWARDED_ALLOW_IPS", "")
@@ -27,7 +29,14 @@ class ImpoUvicornWorker(UvicornWorker):
         # On SIGTERM sockets are closed (1012, clients reconnect elsewhere) and requests get this long to end;
         # SSE streams then end with a broken transport, which their clients reconcile.
         "timeout_graceful_shutdown": int(os.environ.get("IMPO_WEB_GRACEFUL_SECONDS", "10")),
+        # Clients only listen on a socket; a frame larger than a JSON body may be is closed 1009 by the server.
+        "ws_max_size": 64 * 1024,
     }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # uvicorn logs every socket's path with its query string, where a native app's token is (README "Security").
+        install_on_web_server_loggers()
 
 
 bind = f"{os.environ.get('IMPO_WEB_HOST', '127.0.0.1')}:{os.environ.get('IMPO_WEB_PORT', '8000')}"

@@ -10,8 +10,9 @@ from functools import cache
 import redis
 from django.conf import settings
 
-HEARTBEAT_INTERVAL_SECONDS = 10.0
-HEARTBEAT_TTL_SECONDS = 30.0
+# `/ready` notices a dead worker within the TTL (README "Health"); a live one may miss two beats before it lapses.
+HEARTBEAT_INTERVAL_SECONDS = 3.0
+HEARTBEAT_TTL_SECONDS = 9.0
 
 
 @cache

@@ -34,7 +34,7 @@ def _admitted(request, command: services.MessageCommand, submit) -> services.Rec
     hit = limits.check_admission(request.user, command.client_message_id)
     receipt = submit(active_run_cap=limits.active_run_cap())
     if receipt.replayed and hit is not None:
-        hit.refund()
+        hit.refund_replay_of(receipt.submission_id)
     return receipt
 
 

@@ -3,7 +3,9 @@
 The live push is only a hint (channels-redis drops messages when a channel is full), so the
 consumer trusts the database: any gap in `seq`, and the process's periodic check (`socket_catch_up`, one
 query for all of its sockets), re-read the log. While Redis is unreachable the socket is still served, from
-the log alone, and the periodic check outlives any error.
+the log alone: a failing read of the live push waits and tries again instead of ending the socket, and the
+periodic check outlives any error. However a socket ends (a close, a dropped connection, an exception), its
+slot, its subscriptions and its group membership are given back, so a crash never locks its user out.
 """
 
 import asyncio
@@ -12,7 +14,11 @@ import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from runtime import limits, selectors, socket_catch_up, subscribers
@@ -22,9 +28,40 @@ logger = logging.getLogger(__name__)
 
 # Application close code (4000-4999) for "too many open sockets": 4000 + the HTTP status it stands for.
 RATE_LIMITED_CLOSE_CODE = 4429
+# RFC 6455: a frame whose data the endpoint cannot take (not JSON, nested too deep to read).
+INVALID_PAYLOAD_CLOSE_CODE = 1007
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
+    joined = False
+    ended = False
+
+    async def __call__(self, scope, receive, send):
+        """Channels' consumer loop (`AsyncConsumer.__call__`), with the live push read by `_receive_live` and an
+        end that releases what the socket holds whichever way the loop stopped."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive, self._receive_live], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await self.end()
+
+    async def _receive_live(self):
+        """The next live message; while Redis fails, the socket lives on the log and this keeps trying."""
+        while True:
+            try:
+                return await self.channel_layer.receive(self.channel_name)
+            except (RedisError, OSError) as exc:
+                if self.joined:
+                    logger.warning("live push of %s lost, serving from the log: %r", self.channel_name, exc)
+                # Not joined any more: the catch-up loop polls the log and joins the group again.
+                self.joined = False
+                await asyncio.sleep(settings.IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS)
+
     async def connect(self):
         user = self.scope.get("user")
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
@@ -56,8 +93,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.catch_up_loop.add(self)
 
     async def disconnect(self, code):
-        if not hasattr(self, "slot"):
+        await self.end()
+
+    async def end(self):
+        """Gives back the slot, subscriptions and group membership; once, whichever way the socket ended."""
+        if self.ended or not hasattr(self, "slot"):
             return
+        self.ended = True
         if hasattr(self, "catch_up_loop"):
             ended = self.catch_up_loop.remove(self)
             if ended is not None:
@@ -70,8 +112,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         for submission_id in self.watched_submissions:
             await asyncio.to_thread(subscribers.remove, submission_id, self.subscriber_id)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """Clients only listen (commands go through REST, where they are validated and made durable), but a frame
+        that is not JSON closes its own socket, without a traceback; the frame size is capped by the server."""
+        try:
+            await super().receive(text_data, bytes_data, **kwargs)
+        except (ValueError, RecursionError):
+            await self.close(code=INVALID_PAYLOAD_CLOSE_CODE)
+
     async def receive_json(self, content, **kwargs):
-        """Clients only listen; commands go through REST, where they are validated and made durable."""
+        """Nothing to do: see `receive`."""
 
     async def conversation_event(self, message):
         event = message["event"]
@@ -96,6 +146,12 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
     async def rejoin(self):
         self.joined = await self._join()
+
+    async def renew_membership(self):
+        """Joins the group again, which renews the membership: a process that died leaves its channels in the
+        group, and they expire (`group_expiry`) unless renewed like this while their socket lives."""
+        if self.joined:
+            self.joined = await self._join()
 
     async def _join(self) -> bool:
         try:

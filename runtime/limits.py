@@ -5,11 +5,14 @@ another user's messages. Redis being down fails these checks open, logged: the a
 PostgreSQL and keeps bounding the provider turns a user can start.
 """
 
+import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 from impo import limits
 from impo.errors import RateLimited
@@ -27,36 +30,43 @@ SLOT_RETRY_AFTER_SECONDS = 5
 
 @dataclass(frozen=True)
 class AdmissionHit:
-    """One admission counted against its owner's rate; refunded when the command turns out to be a replay."""
+    """One admission counted against its owner's rate under its command's name."""
 
     owner_id: int
-    hit_id: str
+    member: str
 
-    def refund(self) -> None:
-        limits.release(ADMISSION_LIMIT, self.owner_id, self.hit_id)
+    def refund_replay_of(self, submission_id) -> None:
+        """The command was a replay: when its first admission has left the window, this count was taken again for
+        nothing and is given back; a copy of a command admitted within the window keeps the count they share."""
+        cutoff = timezone.now() - timedelta(seconds=ADMISSION_WINDOW_SECONDS)
+        if Submission.objects.filter(id=submission_id, created_at__lt=cutoff).exists():
+            limits.release(ADMISSION_LIMIT, self.owner_id, self.member)
 
 
 def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
     """Counts one admission against `owner`'s rate; raises RateLimited past it.
 
-    A replayed command starts nothing, so it is never refused here: past the rate, a client id already admitted
-    goes on to get its receipt, and a replay found by the admission itself is refunded (`AdmissionHit.refund`).
-    The cap on active runs is checked by the admission statement (`active_run_cap`).
+    A replayed command starts nothing, so it is never counted nor refused here. Each command is counted under
+    its `clientMessageId`, so copies of one command arriving together (a client retrying a request whose answer
+    it lost) count once, before any of them is admitted; past the rate, a client id already admitted goes on to
+    get its receipt; and a replay found by the admission itself, whose count was taken again because its first
+    left the window, is refunded (`AdmissionHit.refund_replay_of`). The cap on active runs is checked by the admission
+    statement (`active_run_cap`).
     """
     allowed = settings.IMPO_LIMIT_ADMISSIONS_PER_MINUTE
-    hit_id = uuid.uuid4().hex
+    member = hashlib.sha256(client_message_id.encode()).hexdigest()[:32]
     try:
-        wait = limits.hit(
-            ADMISSION_LIMIT, owner.pk, allowed=allowed, window_seconds=ADMISSION_WINDOW_SECONDS, member=hit_id
+        outcome = limits.hit(
+            ADMISSION_LIMIT, owner.pk, allowed=allowed, window_seconds=ADMISSION_WINDOW_SECONDS, member=member
         )
     except limits.LimitsUnavailable as exc:
         logger.warning("admission rate not checked, failing open: %s", exc)
         return None
-    if wait is None:
-        return AdmissionHit(owner.pk, hit_id)
+    if outcome.retry_after is None:
+        return AdmissionHit(owner.pk, member) if outcome.counted else None
     if Submission.objects.filter(owner=owner, client_message_id=client_message_id).exists():
         return None
-    raise RateLimited(f"More than {allowed} messages a minute.", retry_after=wait)
+    raise RateLimited(f"More than {allowed} messages a minute.", retry_after=outcome.retry_after)
 
 
 def active_run_cap() -> int:

@@ -4,8 +4,10 @@ The live push is a hint, so an open socket must also notice events whose push wa
 that one query per socket per interval, which saturated the process's single database thread at a few hundred
 sockets. Here each interval reads the newest `seq` of every watched conversation in ONE query, and only the
 sockets that are behind read their gap; every 15 s the subscriber counts and connection slots of all sockets are
-refreshed with one query and one Redis round trip each. Started by the first socket, it ends with the last, and
-it outlives any error of PostgreSQL or Redis (logged), so no socket goes silent for good.
+refreshed with one query and one Redis round trip each, and each socket renews its group membership (a process
+that dies leaves its channels in their groups until the membership expires: `IMPO_CHANNEL_GROUP_EXPIRY_SECONDS`).
+Started by the first socket, it ends with the last, and it outlives any error of PostgreSQL or Redis (logged),
+so no socket goes silent for good.
 """
 
 import asyncio
@@ -36,6 +38,8 @@ class WatchingSocket(Protocol):
     watched_submissions: set[str]
 
     async def rejoin(self) -> None: ...
+
+    async def renew_membership(self) -> None: ...
 
     async def catch_up(self) -> None: ...
 
@@ -106,7 +110,9 @@ class CatchUpLoop:
         if subscriptions:
             await asyncio.to_thread(subscribers.refresh_many, subscriptions)
         # A socket closed meanwhile has released its slot: refreshing it would hold the place again.
-        await asyncio.to_thread(limits.refresh_slots, [socket.slot for socket in sockets if socket in self.sockets])
+        open_sockets = [socket for socket in sockets if socket in self.sockets]
+        await asyncio.to_thread(limits.refresh_slots, [socket.slot for socket in open_sockets])
+        await asyncio.gather(*(socket.renew_membership() for socket in open_sockets))
 
 
 _loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CatchUpLoop]" = weakref.WeakKeyDictionary()

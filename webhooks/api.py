@@ -20,6 +20,11 @@ from webhooks.serializers import (
     EndpointUpdateSerializer,
 )
 
+TARGET_REFUSAL = {
+    400: "webhook_target_forbidden: the URL is plain http where https is required, or its host resolves to a"
+    " loopback, private, link-local, multicast, reserved or unspecified address (README 'Webhooks')."
+}
+
 _endpoint_id = extend_schema(parameters=[OpenApiParameter("endpoint_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 
 
@@ -30,7 +35,8 @@ class WebhookEndpointsView(IcaAPIView):
         return Response({"endpoints": [selectors.endpoint_to_wire(endpoint) for endpoint in endpoints]})
 
     @extend_schema(
-        request=EndpointCreateSerializer, responses=responses({201: CreatedEndpointSerializer}, 409, *WRITE_ERRORS)
+        request=EndpointCreateSerializer,
+        responses=responses({201: CreatedEndpointSerializer}, 409, *WRITE_ERRORS, also=TARGET_REFUSAL),
     )
     def post(self, request):
         data = validated(EndpointCreateSerializer, request.data).validated_data
@@ -46,7 +52,10 @@ class WebhookEndpointView(IcaAPIView):
     def get(self, request, endpoint_id: uuid.UUID):
         return Response(selectors.endpoint_to_wire(selectors.endpoint_for_owner(request.user, endpoint_id)))
 
-    @extend_schema(request=EndpointUpdateSerializer, responses=responses({200: EndpointSerializer}, 404, *WRITE_ERRORS))
+    @extend_schema(
+        request=EndpointUpdateSerializer,
+        responses=responses({200: EndpointSerializer}, 404, *WRITE_ERRORS, also=TARGET_REFUSAL),
+    )
     def patch(self, request, endpoint_id: uuid.UUID):
         changes = validated(EndpointUpdateSerializer, request.data).changes()
         endpoint = services.update_endpoint(owner=request.user, endpoint_id=endpoint_id, changes=changes)

@@ -1,7 +1,10 @@
 """One delivery attempt: claim it, send it signed, record what the receiver answered.
 
 The request is made outside any transaction: the claim committed before it (so the attempt is counted even
-if this process dies mid-request) and the outcome is written after.
+if this process dies mid-request) and the outcome is written after. The target is checked again and pinned to
+the address checked (`targets`), no proxy from the environment is used, and redirects are not followed. What
+is recorded says only "connection failed", "timed out", "HTTP <status>" or "target forbidden": a receiver's
+error text would tell one closed port from another.
 """
 
 import logging
@@ -10,11 +13,14 @@ import time
 import httpx
 from django.conf import settings
 
-from webhooks import services, signing
+from webhooks import services, signing, targets
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "Impo-Webhooks/1"
+CONNECTION_FAILED = "connection failed"
+TIMED_OUT = "timed out"
+TARGET_FORBIDDEN = "target forbidden"
 
 
 def deliver(delivery_id) -> str | None:
@@ -31,16 +37,25 @@ def deliver(delivery_id) -> str | None:
         body=attempt.body,
     )
     try:
+        target = targets.resolve_target(attempt.url)
         # Only the status matters: the response body is never read, so a receiver cannot hold the attempt open.
-        with (
-            httpx.Client(timeout=settings.IMPO_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client,
-            client.stream(
-                "POST", attempt.url, content=attempt.body, headers={**headers, "User-Agent": USER_AGENT}
-            ) as response,
-        ):
-            code = response.status_code
-        error = "" if 200 <= code < 300 else f"the receiver answered {code}"
+        with httpx.Client(
+            timeout=settings.IMPO_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False
+        ) as client:
+            request = targets.pinned_request(
+                client, target, content=attempt.body, headers={**headers, "User-Agent": USER_AGENT}
+            )
+            response = client.send(request, stream=True)
+            response.close()
+        code = response.status_code
+        error = "" if 200 <= code < 300 else f"HTTP {code}"
         return services.record_outcome(attempt, response_code=code, error=error)
-    except httpx.HTTPError as exc:
+    except targets.TargetForbidden:
+        logger.warning("webhook delivery %s: target forbidden", attempt.delivery_id)
+        return services.record_outcome(attempt, response_code=None, error=TARGET_FORBIDDEN)
+    except httpx.TimeoutException as exc:
+        logger.info("webhook delivery %s attempt %d timed out: %r", attempt.delivery_id, attempt.number, exc)
+        return services.record_outcome(attempt, response_code=None, error=TIMED_OUT)
+    except (httpx.HTTPError, OSError, UnicodeError) as exc:
         logger.info("webhook delivery %s attempt %d failed: %r", attempt.delivery_id, attempt.number, exc)
-        return services.record_outcome(attempt, response_code=None, error=f"{type(exc).__name__}: {exc}")
+        return services.record_outcome(attempt, response_code=None, error=CONNECTION_FAILED)

@@ -4,22 +4,29 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from webhooks import targets
 from webhooks.models import DeliveryStatus, WebhookEndpoint, WebhookEventType
 
 URL_MAX = WebhookEndpoint._meta.get_field("url").max_length
+URL_MESSAGE = "Must be an http or https URL."
 
 
 class EndpointUrlField(CleanTextField):
-    """An absolute http(s) URL without credentials in it (they would be sent, and shown, with every delivery)."""
+    """An absolute http(s) URL without credentials in it (they would be sent, and shown, with every delivery),
+    aimed at an allowed target (`webhooks.targets`: 400 `webhook_target_forbidden`)."""
 
     def __init__(self, **kwargs):
         super().__init__(max_length=URL_MAX, **kwargs)
-        self.validators.append(URLValidator(schemes=["http", "https"], message="Must be an http or https URL."))
+        self.validators.append(URLValidator(schemes=["http", "https"], message=URL_MESSAGE))
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
         if "@" in value.split("//", 1)[-1].split("/", 1)[0]:
             raise serializers.ValidationError("Must not carry a user name or password.")
+        if not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError(URL_MESSAGE)
+        # Before the URL validator, which would call a numeric host such as `2130706433` merely ill-formed.
+        targets.refuse_forbidden(value)
         return value
 
 
@@ -84,7 +91,10 @@ class DeliverySerializer(serializers.Serializer):
     nextAttemptAt = serializers.DateTimeField(allow_null=True)
     lastAttemptAt = serializers.DateTimeField(allow_null=True)
     lastResponseCode = serializers.IntegerField(allow_null=True)
-    lastError = serializers.CharField(allow_blank=True)
+    lastError = serializers.CharField(
+        allow_blank=True,
+        help_text='Of the last attempt: "connection failed", "timed out", "HTTP <status>" or "target forbidden".',
+    )
     deliveredAt = serializers.DateTimeField(allow_null=True)
     createdAt = serializers.DateTimeField()
 

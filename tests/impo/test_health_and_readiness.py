@@ -1,3 +1,4 @@
+import time
 import uuid
 
 import pytest
@@ -45,6 +46,23 @@ def test_a_worker_that_stops_no_longer_counts_as_alive(stack):
     worker.stop()
 
     assert APIClient().get("/ready").json()["checks"]["workers"] == "failing"
+
+
+def test_ready_notices_killed_workers_within_10_seconds(stack, capsys):
+    workers = [stack.start_worker("worker-1"), stack.start_worker("worker-2")]
+    wait_until(lambda: APIClient().get("/ready").json()["checks"]["workers"] == "ok", timeout=30, what="a heartbeat")
+
+    for worker in workers:
+        worker.kill()  # no goodbye: only the heartbeat's expiry tells
+    killed = time.monotonic()
+    wait_until(
+        lambda: APIClient().get("/ready").json()["checks"]["workers"] == "failing", timeout=60, what="/ready to notice"
+    )
+
+    noticed_after = time.monotonic() - killed
+    with capsys.disabled():
+        print(f"\n/ready noticed 2 killed workers after {noticed_after:.1f} s")
+    assert noticed_after <= 10
 
 
 def test_ready_is_unavailable_when_temporal_is_unreachable(settings):

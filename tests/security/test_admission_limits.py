@@ -3,6 +3,7 @@
 import pytest
 
 from runtime.models import Submission
+from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
 
 pytestmark = pytest.mark.django_db
@@ -98,3 +99,18 @@ def test_each_user_has_a_budget_of_their_own_across_clients(user, settings):
     post(laptop, "m-2")
 
     assert_rate_limited(post(phone, "m-3"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copies_of_one_command_sent_together_at_the_limit_all_get_its_receipt(user, settings):
+    """A client retrying a request whose answer it lost: each copy is the same command, counted once."""
+    settings.IMPO_LIMIT_ADMISSIONS_PER_MINUTE = 3
+    client = bearer_client(user)
+    assert [post(client, f"m-{index}").status_code for index in range(2)] == [202, 202]
+
+    copies = all_at_once(20, lambda _: post(bearer_client(user), "m-last", text="the same"))
+
+    assert [copy.status_code for copy in copies] == [202] * 20, [copy.content for copy in copies]
+    assert len({copy.json()["submissionId"] for copy in copies}) == 1
+    assert Submission.objects.count() == 3
+    assert_rate_limited(post(client, "m-beyond"))

@@ -46,6 +46,17 @@ def test_an_unknown_api_path_still_answers_404_as_json(api):
     assert response.json()["error"]["code"] == "not_found"
 
 
+@pytest.mark.parametrize("path", ["/api/v1/no-such-thing", "/api/v1/no/such/thing/", "/api/v2/conversation"])
+def test_an_unknown_api_path_answers_the_json_envelope_with_debug_on_too(api, settings, path):
+    settings.DEBUG = True
+
+    for response in (api.get(path), api.post(path, {}, format="json")):
+        assert response.status_code == 404
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["error"]["code"] == "not_found"
+        assert response.json()["requestId"] == response["X-Request-Id"]
+
+
 def test_a_web_page_that_fails_answers_500_as_html():
     response = web.server_error(RequestFactory().get("/tasks/"))
 

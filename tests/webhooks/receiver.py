@@ -28,12 +28,14 @@ class Received:
 
 
 class Receiver:
-    """Answers each request with the next of `statuses` (the last one repeats), recording what arrived."""
+    """Answers each request with the next of `statuses` (the last one repeats), recording what arrived; a redirect
+    status points at `location`."""
 
-    def __init__(self, port: int, statuses: tuple[int, ...] = (204,)):
+    def __init__(self, port: int, statuses: tuple[int, ...] = (204,), *, location: str | None = None):
         self.port = port
         self.url = f"http://127.0.0.1:{port}/hooks/impo"
         self.statuses = list(statuses)
+        self.location = location
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -48,6 +50,8 @@ class Receiver:
                     receiver.received.append(Received(dict(self.headers.items()), body))
                     status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
                 self.send_response(status)
+                if receiver.location and 300 <= status < 400:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -65,7 +65,16 @@
   };
   const nodes = new Map(); // message id -> {item, body, tools, footer, drawnText}
   let socket = null;
-  let retryDelay = 500;
+  // Reconnecting backs off: doubling up to 30 s, each wait drawn between half and all of it so pages that lost
+  // their sockets together do not return together. A socket the server refused after accepting it (4000-4999,
+  // e.g. 4429: too many open sockets) says why and waits at least 5 s; the back-off only starts over once a
+  // socket has stayed open for 10 s (a refused one opens and closes at once).
+  const RETRY_FIRST_MS = 500;
+  const RETRY_MAX_MS = 30000;
+  const REFUSED_MIN_MS = 5000;
+  const STEADY_MS = 10000;
+  let retryDelay = RETRY_FIRST_MS;
+  let openedAt = 0;
   let failedCommand = null; // the command whose post failed for lack of a connection; its text is in the composer
 
   function setConnection(label, value) {
@@ -469,16 +478,30 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/v1/conversations/${conversationId}/?after=${state.lastSeq}`);
     socket.addEventListener("open", () => {
-      retryDelay = 500;
+      openedAt = Date.now();
       setConnection("live", "live");
       resendFailed();
     });
     socket.addEventListener("message", (message) => apply(JSON.parse(message.data)));
-    socket.addEventListener("close", () => {
-      setConnection("reconnecting", "reconnecting…");
-      setTimeout(reconnect, retryDelay);
-      retryDelay = Math.min(retryDelay * 2, 5000);
+    socket.addEventListener("close", (event) => {
+      const refused = event.code >= 4000 && event.code < 5000;
+      const wait = nextRetryDelay(refused);
+      if (refused) {
+        const why = event.reason || "The server refused the connection.";
+        setConnection("refused", `${why} Retrying in ${Math.ceil(wait / 1000)} s.`);
+      } else {
+        setConnection("reconnecting", "reconnecting…");
+      }
+      setTimeout(reconnect, wait);
     });
+  }
+
+  function nextRetryDelay(refused) {
+    if (openedAt && Date.now() - openedAt >= STEADY_MS) retryDelay = RETRY_FIRST_MS;
+    openedAt = 0;
+    const base = refused ? Math.max(retryDelay, REFUSED_MIN_MS) : retryDelay;
+    retryDelay = Math.min(base * 2, RETRY_MAX_MS);
+    return base / 2 + Math.random() * (base / 2);
   }
 
   async function reconnect() {
@@ -488,7 +511,7 @@
       connect();
       if (isDevice) ImpoDevice.check();
     } catch (error) {
-      setTimeout(reconnect, retryDelay);
+      setTimeout(reconnect, nextRetryDelay(false));
     }
   }
 

@@ -69,8 +69,11 @@ def start_tracing(**kwargs):
 
 @worker_init.connect
 def start_tracing_without_children(sender, **kwargs):
-    # The threads pool runs tasks in the worker process itself, which then exits normally (atexit flushes).
-    if "prefork" not in sender.pool_cls.__module__:
+    # The threads pool runs tasks in the worker process itself, which then exits normally (atexit flushes). The pool
+    # is still named as configured here (a name or a class), not yet resolved.
+    pool = sender.pool_cls
+    name = pool if isinstance(pool, str) else pool.__module__
+    if "prefork" not in name and name != "processes":
         telemetry.configure("impo-worker")
 
 

@@ -4,7 +4,8 @@
   PostgreSQL connections (pg_stat_activity by the host's application name) and RSS are sampled;
 - streaming turns: 10 s at 10 deltas/s; worker CPU per provider delta, and provider delta → websocket frame for
   a few watched conversations (the delta's emission seen by a subscriber of the double's own live stream);
-- the host SIGKILLed with turns in flight, a fresh one taking over: the chaos invariants on every run.
+- the host SIGKILLed with turns in flight, a fresh one taking over: the chaos invariants on every run;
+- POST → first delta on an idle host, with the provider's share apart (bench/own_share.py).
 The double's CPU is printed apart: it shares the machine and must not be what limits the figures.
 """
 
@@ -18,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import own_share
 from bench.admission import cpu_seconds
 from bench.harness import Figure, create_users, median_and_p95
 from tests.processes import ServiceProcess, Stack, start_web, wait_until
@@ -37,10 +39,11 @@ class InflightSizes:
     streaming_turn_seconds: int
     watched: int
     killed_turns: int
+    first_delta_samples: int
 
 
-FULL = InflightSizes(500, 20, 150, 10, 10, 200)
-QUICK = InflightSizes(50, 10, 30, 5, 5, 30)
+FULL = InflightSizes(500, 20, 150, 10, 10, 200, 40)
+QUICK = InflightSizes(50, 10, 30, 5, 5, 30, 10)
 
 
 @dataclass
@@ -439,5 +442,6 @@ def measure(stack: Stack, sizes: InflightSizes) -> list[Figure]:
         get_user_model().objects.filter(id__in=[user_id for user_id, _ in killed_users]).order_by("id")
     )
     figures.extend(killed_host(stack, killed_owners, sizes))
+    figures.extend(own_share.measure(stack, create_users(1, f"first-{os.getpid()}")[0], sizes.first_delta_samples))
     stack.double.configure(delta_delay_ms=0, delta_chunks=4)
     return figures

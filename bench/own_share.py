@@ -11,14 +11,22 @@ from tests.processes import Stack, start_web
 
 
 def watch_turn(stack: Stack, session_id: str, seen: dict, ready: threading.Event) -> None:
-    """When the double started the next turn and emitted its first delta, seen by a subscriber of its own."""
-    with stack.double.gateway() as gateway, gateway.live_events(session_id) as events:
+    """When the double started the next turn and emitted its first delta, seen by a subscriber of its own (a sample
+    whose subscription broke is not counted)."""
+    from rebyte.client import ProviderError
+
+    try:
+        with stack.double.gateway() as gateway, gateway.live_events(session_id) as events:
+            ready.set()
+            for event in events:
+                if event.type in ("agent.session.turn.created", "agent.session.turn.output_text.delta"):
+                    seen.setdefault(event.type, time.monotonic())
+                if event.type.startswith("agent.session.turn.") and event.type.endswith(("completed", "failed")):
+                    return
+    except ProviderError:
+        seen.clear()
+    finally:
         ready.set()
-        for event in events:
-            if event.type in ("agent.session.turn.created", "agent.session.turn.output_text.delta"):
-                seen.setdefault(event.type, time.monotonic())
-            if event.type.startswith("agent.session.turn.") and event.type.endswith(("completed", "failed")):
-                return
 
 
 def measure(stack: Stack, user: tuple[int, str], samples: int) -> list[Figure]:

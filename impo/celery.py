@@ -15,6 +15,9 @@ if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
     # A worker's threads (settings.IMPO_WORKER_CONCURRENCY of them) borrow pooled connections per transaction: a
     # persistent connection per thread would hold one per run in flight (and PostgreSQL refuses the hundredth).
     os.environ.setdefault("DATABASE_POOL", "1")
+    # Hundreds of runs' short transactions arrive in bursts (a window's projections, a wave of claims): a run
+    # queues for a connection rather than failing its attempt while the host is busy.
+    os.environ.setdefault("DATABASE_POOL_TIMEOUT_SECONDS", "30")
 
 logger = logging.getLogger(__name__)
 

@@ -102,9 +102,9 @@ if env.bool("DATABASE_POOL", default=False):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
-        # A borrower queues this long for a connection: long enough to ride out a burst of hundreds of runs'
-        # short transactions, short enough that a pool starved for real fails the transaction.
-        "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=30.0),
+        # How long a borrower queues for a connection before its transaction fails (a worker waits longer: see
+        # impo/celery.py).
+        "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
     }
     # Django then checks each pooled connection as it is lent: after a PostgreSQL restart the pool replaces
     # the dead ones instead of handing them to requests.

@@ -158,3 +158,14 @@ def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, r
     assert first.payload["delta"] == echo_chunks(text, 4)[0]
     # Three more pieces followed it, 0.6 s apart: it was projected before they came, not with them.
     assert first.created_at < run.finished_at - timedelta(seconds=1)
+
+
+def test_an_owners_first_runs_at_once_create_one_remote_agent(stack, user, rebyte_double):
+    # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session.
+    stack.start_worker()
+
+    runs = settled(start_tasks(user, [f"first of four {index}" for index in range(4)]))
+
+    assert [run.state for run in runs] == [RunState.COMPLETED] * 4
+    agents = [a for a in rebyte_double.state()["agents"] if a["metadata"].get("impo_owner") == str(user.id)]
+    assert len(agents) == 1

@@ -305,8 +305,7 @@ class _RunDriver:
                 elif self._apply_truth(session, turn):
                     return
             events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()))
-            if not events and self.unprojected.pending:
-                # The window ended, not the stream's activity: what came within it is projected as one delta.
+            if not events and self.unprojected.pending:  # the window ended, not the stream's activity
                 self._project_pending()
                 read_truth = False
             else:
@@ -355,7 +354,7 @@ class _RunDriver:
                 self.provider_failures = services.note_provider_recovered(run)
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
-        texts = {m.id: (m.output_text, m.status != "in_progress") for m in messages}
+        self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
             error = None
@@ -368,10 +367,8 @@ class _RunDriver:
                     rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
                 services.finish_in_transaction(run, state, error=error)
 
-            self.unprojected.take(texts)
             self._project_pending(then=finish)
             return True
-        self.unprojected.take(texts)
         self._project_pending(at_once=turn.status == "waiting")  # text before a call goes before the call
         self._relay_cancel(session, turn)
         if turn.status == "waiting":
@@ -400,16 +397,11 @@ class _RunDriver:
         return placed_all
 
     def _project_pending(self, *, then: Callable[[services.FencedRun], None] | None = None, at_once=False) -> None:
-        """What was read since the last projection, when due (at once for the run's end, or when asked)."""
+        """One fenced transaction for everything read and not yet projected of the items (text, completed), when
+        due (at once for the run's end, `then`, or when asked), with the turn's binding."""
         texts = self.unprojected.due(at_once=at_once or then is not None)
-        if texts is not None:
-            self._project(texts, then=then)
-
-    def _project(
-        self, texts: dict[str, tuple[str, bool]], *, then: Callable[[services.FencedRun], None] | None = None
-    ) -> None:
-        """One fenced transaction for everything not yet projected of these items (text, completed), with the
-        turn's binding, and with `then` (the run's end) when the turn is over."""
+        if texts is None:
+            return
         outputs, progress = [], {}
         for item_id, (text, done) in texts.items():
             already = self.remote_turn.projected.get(item_id, 0)

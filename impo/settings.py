@@ -204,11 +204,13 @@ CHANNEL_LAYERS = {
 }
 
 # Celery is a wake-up, not the queue of record: a task may be lost or delivered twice, the
-# database lease decides who executes. acks_late + reject_on_worker_lost give a killed worker's
-# task back to the broker; prefetch 1 stops one worker hoarding wake-ups others could serve.
+# database lease decides who executes. Wake-ups are acknowledged on receipt: on the threads pool a run
+# keeps its task for its whole turn, and a consumer holding hundreds unacknowledged when Redis drops
+# tries to give them back to the unreachable broker and stops consuming for good (kombu). A killed
+# worker's runs are woken again by the sweeper once their lease expires; prefetch 1 stops one worker
+# hoarding wake-ups others could serve.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

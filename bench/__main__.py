@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import harness, sockets
+from bench import harness, inflight, sockets
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run of every benchmark")
     parser.add_argument("--realtime", action="store_true", help="only the baselines, first-delta and socket figures")
+    parser.add_argument("--inflight", action="store_true", help="only hundreds of long turns on one worker host")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
+    inflight_sizes = inflight.QUICK if args.quick else inflight.FULL
 
     # A stopped benchmark (Ctrl-C, SIGTERM, a timeout) still stops its processes and drops its database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -105,6 +107,12 @@ def main() -> None:
         print(figure.line() + "".join(f"\n    {note}" for note in figure.notes), flush=True)
 
     try:
+        if args.inflight or not args.realtime:
+            print(f"## in flight on one worker host ({inflight_sizes})", flush=True)
+            for figure in inflight.measure(stack, inflight_sizes):
+                record(figure)
+            if args.inflight:
+                return
         hosts = stream.start_hosts(stack, HOSTS, web_processes=WEB_PROCESSES_PER_HOST)
         print(f"## baselines ({len(hosts)} hosts: web process + Celery worker each, one queue each)", flush=True)
         group_send_baseline, celery_baseline = stream.baselines(stack, sizes.baseline_samples)

@@ -1,14 +1,23 @@
 import logging
 import os
+import sys
+from pathlib import Path
 
 import redis
 from celery import Celery, bootsteps
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_process_shutdown
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_process_shutdown
 from django.db import close_old_connections
 
 from impo import telemetry, workers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
+if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
+    # A worker's threads (settings.IMPO_WORKER_CONCURRENCY of them) borrow pooled connections per transaction: a
+    # persistent connection per thread would hold one per run in flight (and PostgreSQL refuses the hundredth).
+    os.environ.setdefault("DATABASE_POOL", "1")
+    # Hundreds of runs' short transactions arrive in bursts (a window's projections, a wave of claims): a run
+    # queues for a connection rather than failing its attempt while the host is busy.
+    os.environ.setdefault("DATABASE_POOL_TIMEOUT_SECONDS", "30")
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +68,16 @@ def drop_unusable_connections(**kwargs):
 def start_tracing(**kwargs):
     # Per prefork child, after the fork: the exporter's thread and connection belong to the child.
     telemetry.configure("impo-worker")
+
+
+@worker_init.connect
+def start_tracing_without_children(sender, **kwargs):
+    # The threads pool runs tasks in the worker process itself, which then exits normally (atexit flushes). The pool
+    # is still named as configured here (a name or a class), not yet resolved.
+    pool = sender.pool_cls
+    name = pool if isinstance(pool, str) else pool.__module__
+    if "prefork" not in name and name != "processes":
+        telemetry.configure("impo-worker")
 
 
 @worker_process_shutdown.connect

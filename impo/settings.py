@@ -97,12 +97,15 @@ DATABASES = {
 if env.bool("DATABASE_POOL", default=False):
     # The web process (impo/asgi.py asks for this) borrows connections from a pool per request: under ASGI a
     # persistent connection belongs to one request's thread and leaks, and a fresh one per request forks a
-    # PostgreSQL backend each time.
+    # PostgreSQL backend each time. A worker (impo/celery.py asks for this) borrows one per transaction for the
+    # hundreds of runs its threads drive, and none while a run waits: the pool bounds the process's connections.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
-        "timeout": 10,
+        # How long a borrower queues for a connection before its transaction fails (a worker waits longer: see
+        # impo/celery.py).
+        "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
     }
     # Django then checks each pooled connection as it is lent: after a PostgreSQL restart the pool replaces
     # the dead ones instead of handing them to requests.
@@ -205,11 +208,13 @@ CHANNEL_LAYERS = {
 }
 
 # Celery is a wake-up, not the queue of record: a task may be lost or delivered twice, the
-# database lease decides who executes. acks_late + reject_on_worker_lost give a killed worker's
-# task back to the broker; prefetch 1 stops one worker hoarding wake-ups others could serve.
+# database lease decides who executes. Wake-ups are acknowledged on receipt: on the threads pool a run
+# keeps its task for its whole turn, and a consumer holding hundreds unacknowledged when Redis drops
+# tries to give them back to the unreachable broker and stops consuming for good (kombu). A killed
+# worker's runs are woken again by the sweeper once their lease expires; prefetch 1 stops one worker
+# hoarding wake-ups others could serve.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -223,6 +228,11 @@ CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", default="impo")
 # around each task (CONN_MAX_AGE, a connection left broken, the health check), and the fixup's unconditional
 # close comes only once in this many tasks.
 CELERY_DB_REUSE_MAX = 1000
+# A worker process drives this many runs at once, one thread each (Celery's threads pool): a run spends its turn
+# waiting on the provider, a device or a person, holding no database connection while it waits (DATABASE_POOL).
+IMPO_WORKER_CONCURRENCY = env.int("IMPO_WORKER_CONCURRENCY", default=500)
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = IMPO_WORKER_CONCURRENCY
 
 # `echo` talks to the bundled Rebyte protocol double; `rebyte` to the real service. Only the address
 # and key differ: the same HTTP client and execution path run either way.
@@ -254,10 +264,14 @@ LOGGING = {
     "filters": {"secrets": {"()": "impo.log_redaction.SecretRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    # A line per provider request (hundreds a second from a busy worker) says nothing a span does not.
+    "loggers": {"httpx2": {"level": "WARNING"}},
 }
 
 # Execution: leases fence workers; the sweeper re-wakes what the broker lost.
 IMPO_RUN_LEASE_SECONDS = env.float("IMPO_RUN_LEASE_SECONDS", default=30.0)
+# A run's live deltas after the first of its turn are projected together, at most once per this window.
+IMPO_DELTA_WINDOW_SECONDS = env.float("IMPO_DELTA_WINDOW_SECONDS", default=0.1)
 IMPO_RUN_MAX_ATTEMPTS = env.int("IMPO_RUN_MAX_ATTEMPTS", default=3)
 IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5.0)
 # A queued run whose last wake-up is older than this gets another (the first may have been lost).

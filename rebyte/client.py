@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 
+import httpx2
 import openai
 from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
 from openai.types.beta.agents.sessions import Turn
@@ -111,6 +112,8 @@ def _untraced(name: str, attributes: dict) -> AbstractContextManager:
 class RebyteGateway:
     """`on_failure` hears of every failure as it is sorted (to count them); it must not raise. `span(name,
     attributes)` opens a span around each call (it yields the span, or None) for whoever traces calls.
+    `before_call()` runs before each call waits on the network (a caller gives back what it must not hold while
+    waiting). `connections` caps the HTTP connections kept to the provider: one per live stream and call in flight.
     """
 
     def __init__(
@@ -123,12 +126,21 @@ class RebyteGateway:
         max_retries: int = 2,
         on_failure: Callable[[ProviderError], None] | None = None,
         span: Callable[[str, dict], AbstractContextManager] = _untraced,
+        before_call: Callable[[], None] | None = None,
+        connections: int | None = None,
     ):
+        http_client = None
+        if connections is not None:
+            limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+            http_client = openai.DefaultHttpxClient(limits=limits)
         # Reads and keyed input events may be retried by the SDK itself; creates never are (see below).
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, http_client=http_client
+        )
         self._stream_timeout = stream_timeout
         self._on_failure = on_failure
         self._span = span
+        self._before_call = before_call
 
     def __enter__(self) -> RebyteGateway:
         return self
@@ -142,6 +154,8 @@ class RebyteGateway:
     @contextmanager
     def _call(self, operation: str, *, creates: bool = False):
         """One provider call: a span of its own, its failure sorted and reported."""
+        if self._before_call is not None:
+            self._before_call()
         with (
             self._span(f"rebyte.{operation}", {"rebyte.operation": operation}) as span,
             self._reported(span),

@@ -4,6 +4,7 @@ import threading
 from django.conf import settings
 
 from impo import provider_errors, telemetry
+from impo.database import release_connection
 from rebyte.client import RebyteGateway
 
 _gateways: dict[tuple, RebyteGateway] = {}
@@ -14,7 +15,8 @@ def provider_gateway() -> RebyteGateway:
     """This process's gateway to whichever Rebyte the deployment points at (the double under IMPO_RUNTIME=echo).
 
     One per process and settings, shared by its threads and never closed: building the SDK client costs ~40 ms
-    of CPU (its TLS context), and its pool keeps connections to the provider open between runs. Keyed by pid, so
+    of CPU (its TLS context), and its pool keeps connections to the provider open between runs (sized for the runs a
+    worker drives at once). Before each call the thread's database connection goes back to the pool. Keyed by pid, so
     a prefork child builds its own rather than sharing its parent's sockets.
     """
     key = (
@@ -34,5 +36,8 @@ def provider_gateway() -> RebyteGateway:
                 stream_timeout=settings.REBYTE_STREAM_TIMEOUT_SECONDS,
                 on_failure=provider_errors.record,
                 span=telemetry.span,
+                before_call=release_connection,
+                # Each run in flight holds a live stream and makes one call at a time.
+                connections=2 * settings.IMPO_WORKER_CONCURRENCY + 10,
             )
         return gateway

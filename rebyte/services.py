@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from impo import telemetry
+from impo.database import release_connection
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
@@ -345,6 +346,7 @@ def _lookup(intent: CreationIntent, gateway: RebyteGateway) -> str | None:
     """The one remote resource carrying the intent's metadata, or None after two empty full listings."""
     for listing in (1, 2):
         if listing == 2:
+            release_connection()  # the grace is a wait: it holds none of the worker's pooled connections
             time.sleep(settings.IMPO_REBYTE_LISTING_GRACE_SECONDS)
         try:
             matches = _matching(intent, gateway)

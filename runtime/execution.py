@@ -33,8 +33,10 @@ from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import healing, run_input, selectors, services
+from runtime.coalescing import Coalescer
+from runtime.heartbeat import HeldLease, process_heartbeat
 from runtime.models import Run, RunState, StaffRunActionOutcome
-from runtime.worker_threads import Heartbeat, LiveStream
+from runtime.worker_threads import LiveStream, pause
 from tools import dispatch
 from tools import services as tool_services
 from tools.models import ToolCall, ToolCallState, ToolReceipt
@@ -73,7 +75,7 @@ def execute_run(run_id, worker_id: str) -> None:
     if claimed is None:
         return
     lease = claimed.lease
-    with Heartbeat(lease) as heartbeat:
+    with process_heartbeat.held(lease) as heartbeat:
         driver = _RunDriver(claimed, provider_gateway(), heartbeat)
         try:
             with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
@@ -150,7 +152,7 @@ def _asks_for_truth(event) -> bool:
 
 
 class _RunDriver:
-    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: Heartbeat):
+    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: HeldLease):
         self.claimed = claimed
         self.run = claimed.run
         self.remote_turn = claimed.remote_turn
@@ -158,6 +160,7 @@ class _RunDriver:
         self.gateway = gateway
         self.heartbeat = heartbeat
         self.live_text: dict[str, str] = {}
+        self.unprojected = Coalescer()  # the reply read since its last projection
         # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
         # its copy of the run, which is the claim's read).
         self.input_sent = claimed.run.input_sent_at is not None
@@ -176,6 +179,7 @@ class _RunDriver:
         if session is None:
             return  # parked for reconciliation
         with LiveStream(self.gateway, session.remote_id) as live:
+            self.heartbeat.on_lost(live.wake)
             sending = not self.input_sent
             if sending:
                 self._send_input(session, live)
@@ -272,7 +276,7 @@ class _RunDriver:
             for turn in active:
                 logger.warning("run %s: cancelling turn %s left active in %s", self.run.id, turn.id, session.remote_id)
                 self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-stale-{turn.id}")
-            time.sleep(settings.IMPO_PROVIDER_POLL_SECONDS)
+            pause(settings.IMPO_PROVIDER_POLL_SECONDS)
 
     def _park(self, exc: rebyte_services.CreationPending) -> None:
         with self.fence() as run:
@@ -300,14 +304,18 @@ class _RunDriver:
                         last_resend = time.monotonic()
                 elif self._apply_truth(session, turn):
                     return
-            events = live.drain(settings.IMPO_PROVIDER_POLL_SECONDS)
-            # A batch that ends the turn is not projected from the stream: the truth read next brings the same
-            # text, in the transaction that ends the run.
-            applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
+            events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()))
+            if not events and self.unprojected.pending:  # the window ended, not the stream's activity
+                self._project_pending()
+                read_truth = False
+            else:
+                # A batch that ends the turn is not projected from the stream: the truth read next brings the same
+                # text, in the transaction that ends the run.
+                applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
+                # Deltas of an item whose start this stream did not see cannot be placed: the items can.
+                read_truth = not events or not applied or any(_asks_for_truth(event) for event in events)
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
                 self._send_cancel(session)
-            # Deltas of an item whose start this stream did not see cannot be placed: the items can.
-            read_truth = not events or not applied or any(_asks_for_truth(event) for event in events)
 
     def _input_was_a_message(self, session: RemoteSession) -> bool:
         """False when the input went with the session's create: resending it as a message would repeat it."""
@@ -346,7 +354,7 @@ class _RunDriver:
                 self.provider_failures = services.note_provider_recovered(run)
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
-        texts = {m.id: (m.output_text, m.status != "in_progress") for m in messages}
+        self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
             error = None
@@ -359,9 +367,9 @@ class _RunDriver:
                     rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
                 services.finish_in_transaction(run, state, error=error)
 
-            self._project(texts, then=finish)
+            self._project_pending(then=finish)
             return True
-        self._project(texts)
+        self._project_pending(at_once=turn.status == "waiting")  # text before a call goes before the call
         self._relay_cancel(session, turn)
         if turn.status == "waiting":
             remote = self.gateway.get_session(session.remote_id)
@@ -370,8 +378,7 @@ class _RunDriver:
         return False
 
     def _apply_live(self, events: list) -> bool:
-        """Projects the deltas of items seen from their start; False if some delta could not be placed."""
-        texts = {}
+        """Takes the deltas of items seen from their start, projected when due; False if some could not be placed."""
         placed_all = True
         for event in events:
             if event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
@@ -383,18 +390,18 @@ class _RunDriver:
             elif event.type == "agent.session.turn.output_text.delta":
                 if event.item_id in self.live_text:
                     self.live_text[event.item_id] += event.delta
-                    texts[event.item_id] = (self.live_text[event.item_id], False)
+                    self.unprojected.take({event.item_id: (self.live_text[event.item_id], False)})
                 else:
                     placed_all = False
-        if texts:
-            self._project(texts)
+        self._project_pending()
         return placed_all
 
-    def _project(
-        self, texts: dict[str, tuple[str, bool]], *, then: Callable[[services.FencedRun], None] | None = None
-    ) -> None:
-        """One fenced transaction for everything not yet projected of these items (text, completed), with the
-        turn's binding, and with `then` (the run's end) when the turn is over."""
+    def _project_pending(self, *, then: Callable[[services.FencedRun], None] | None = None, at_once=False) -> None:
+        """One fenced transaction for everything read and not yet projected of the items (text, completed), when
+        due (at once for the run's end, `then`, or when asked), with the turn's binding."""
+        texts = self.unprojected.due(at_once=at_once or then is not None)
+        if texts is None:
+            return
         outputs, progress = [], {}
         for item_id, (text, done) in texts.items():
             already = self.remote_turn.projected.get(item_id, 0)
@@ -413,6 +420,7 @@ class _RunDriver:
                 rebyte_services.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
             if then is not None:
                 then(run)
+        self.unprojected.projected()
 
     def _relay_cancel(self, session: RemoteSession, turn) -> None:
         if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
@@ -475,7 +483,7 @@ class _RunDriver:
                 with self.fence() as run:
                     services.leave_waiting_device(run)
                 return receipt
-            time.sleep(DEVICE_POLL_SECONDS)
+            pause(DEVICE_POLL_SECONDS)
 
 
 # --- staff -----------------------------------------------------------------------------------------

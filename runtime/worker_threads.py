@@ -1,60 +1,33 @@
-"""The threads a worker keeps beside the run it drives: the lease's heartbeat, and the session's live stream.
+"""The thread a worker keeps beside each run it drives: the session's live stream (the process's one heartbeat
+is `runtime.heartbeat`).
 
-Neither writes anything but the lease: the heartbeat extends it (and notices a takeover), the stream only wakes
-the driver and carries text deltas into a queue.
+It writes nothing: it only wakes the driver and carries text deltas into a queue.
 """
 
 import contextvars
 import logging
 import queue
 import threading
+import time
 
 from django.conf import settings
-from django.db import connection
 
+from impo.database import release_connection
 from rebyte.client import LiveEvents, ProviderError, RebyteGateway
-from runtime import services
 
 logger = logging.getLogger(__name__)
 
 LIVE_CONNECT_SECONDS = 5.0
+# An open stream brings the turn's every change and asks for the truth at each end: while it is open, only a longer
+# quiet sends the driver for the truth (hundreds of runs each re-reading their turn twice a second while a model
+# thinks would be most of a worker's work).
+QUIET_OPEN_STREAM_SECONDS = 2.0
 
 
-class Heartbeat:
-    """Keeps the lease alive while the provider or a device is slow, and notices a takeover."""
-
-    def __init__(self, lease: services.Lease):
-        self._lease = lease
-        self._stop = threading.Event()
-        self.lost = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{lease.run_id}", daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join()
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise services.LeaseLost(f"run {self._lease.run_id}: heartbeat found the lease taken over")
-
-    def _beat(self):
-        try:
-            while not self._stop.wait(settings.IMPO_RUN_LEASE_SECONDS / 3):
-                try:
-                    services.heartbeat(self._lease)
-                except services.LeaseLost:
-                    self.lost.set()
-                    return
-                except Exception:
-                    # A database hiccup must not silently end the beat: the lease would lapse mid-turn.
-                    logger.exception("run %s: heartbeat failed; trying again", self._lease.run_id)
-                    connection.close()
-        finally:
-            connection.close()
+def pause(seconds: float) -> None:
+    """A worker's wait between two polls, holding no database connection."""
+    release_connection()
+    time.sleep(seconds)
 
 
 class LiveStream:
@@ -86,7 +59,16 @@ class LiveStream:
         return self
 
     def wait_connected(self) -> None:
+        release_connection()
         self.connected.wait(LIVE_CONNECT_SECONDS)
+
+    def quiet_seconds(self) -> float:
+        """How long the stream may stay quiet before the driver reads the truth."""
+        return QUIET_OPEN_STREAM_SECONDS if self.open.is_set() else settings.IMPO_PROVIDER_POLL_SECONDS
+
+    def wake(self) -> None:
+        """Ends a `drain` waiting now (or the next one) early, with nothing: the driver has something to check."""
+        self.events.put(None)
 
     def __exit__(self, *exc_info):
         with self._reading_lock:
@@ -118,6 +100,8 @@ class LiveStream:
             self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
 
     def drain(self, timeout: float) -> list:
+        """The events that came, waiting up to `timeout` for the first (holding no database connection)."""
+        release_connection()
         try:
             batch = [self.events.get(timeout=timeout)]
         except queue.Empty:
@@ -126,4 +110,4 @@ class LiveStream:
             try:
                 batch.append(self.events.get_nowait())
             except queue.Empty:
-                return batch
+                return [event for event in batch if event is not None]

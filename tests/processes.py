@@ -215,8 +215,9 @@ class Stack:
     def start_worker(
         self, name: str = "worker", *, queue: str | None = None, env: dict | None = None
     ) -> ServiceProcess:
-        """A Celery worker; `queue` (its heartbeat's too) instead of the stack's, as on another machine; `env` on
-        top of the stack's."""
+        """A Celery worker as shipped (the threads pool, IMPO_WORKER_CONCURRENCY runs at once, pooled database
+        connections); `queue` (its heartbeat's too) instead of the stack's, as on another machine; `env` on top of
+        the stack's."""
         env = {**self.env, **(env or {}), **({"CELERY_QUEUE": queue} if queue else {})}
         worker = ServiceProcess(
             name,
@@ -225,10 +226,6 @@ class Stack:
                 "-A",
                 "impo",
                 "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                "1",
                 "-n",
                 f"{name}-{free_port()}@%h",
                 "--without-mingle",

@@ -22,6 +22,7 @@ from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
 from impo import telemetry
+from impo.database import release_connection
 from tools import services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry
@@ -101,6 +102,7 @@ def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> Too
     last_failure = None
     for attempt in range(1, definition.retry.attempts + 1):
         if attempt > 1:
+            release_connection()  # a retry's pause holds none of the worker's pooled connections
             time.sleep(definition.retry.delay_before(attempt))
         check()
         with fence() as run:

@@ -13,6 +13,7 @@ import time
 import httpx
 from django.conf import settings
 
+from impo.database import release_connection
 from webhooks import services, signing, targets
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ def deliver(delivery_id) -> str | None:
         timestamp=timestamp,
         body=attempt.body,
     )
+    release_connection()  # a slow receiver must not hold one of the worker's pooled connections
     try:
         target = targets.resolve_target(attempt.url)
         # Only the status matters: the response body is never read, so a receiver cannot hold the attempt open.

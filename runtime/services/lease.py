@@ -184,7 +184,7 @@ def fenced(lease: Lease):
 
     The locking read checks the fencing token and keeps a would-be successor out until this transaction ends.
     The block gets a read-only view of the run: it changes the run only through `lifecycle`, and the run is
-    written at the end only if something changed (the heartbeat extends the lease). Events appended inside are
+    written at the end only if something changed. Events appended inside are
     written together (one sequence allocation, one insert).
     """
     with transaction.atomic(durable=True):
@@ -203,10 +203,34 @@ def _field_values(run: Run) -> dict:
     return {field.name: getattr(run, field.attname) for field in Run._meta.concrete_fields if not field.primary_key}
 
 
-def heartbeat(lease: Lease) -> None:
-    """Extends the lease; raises LeaseLost when it was taken over."""
-    with fenced(lease) as run:
-        lifecycle.extend_lease(run, until=timezone.now() + _lease_duration())
+# Every lease a worker process holds, extended in one statement, each only under its own generation (the fence).
+_EXTEND_LEASES_SQL = """
+UPDATE runtime_run run
+SET lease_expires_at = now() + %(lease)s, updated_at = now()
+FROM unnest(%(runs)s::uuid[], %(generations)s::bigint[]) AS held(id, generation)
+WHERE run.id = held.id AND run.lease_generation = held.generation AND run.state = ANY(%(leased)s::varchar[])
+RETURNING run.id
+"""
+
+
+def extend_leases(leases: list[Lease]) -> set:
+    """The process heartbeat's one statement: extends every lease still current; returns the run ids (as the
+    leases hold them) of those that were not (taken over, or the run left its leased states elsewhere): their
+    holders must stop writing."""
+    if not leases:
+        return set()
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _EXTEND_LEASES_SQL,
+            {
+                "lease": _lease_duration(),
+                "runs": [lease.run_id for lease in leases],
+                "generations": [lease.generation for lease in leases],
+                "leased": list(LEASED_RUN_STATES),
+            },
+        )
+        extended = {str(row[0]) for row in cursor.fetchall()}
+    return {lease.run_id for lease in leases if str(lease.run_id) not in extended}
 
 
 def finish_run(lease: Lease, state: str, *, error: tuple[str, str, bool] | None = None) -> None:

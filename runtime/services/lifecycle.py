@@ -305,7 +305,3 @@ def _requeue(run: Run, *, cause: str, not_before, attempt_counts: bool) -> None:
     run.lease_expires_at = None
     run.error_message = cause
     run.last_woken_at = timezone.now()
-
-
-def extend_lease(run: "Run | FencedRun", *, until) -> None:
-    locked_run(run).lease_expires_at = until

@@ -1,0 +1,171 @@
+"""A worker process drives many runs at once: no connection held while a run waits, one heartbeat statement for
+all of its leases, and live deltas projected together after the first (issue 27)."""
+
+import math
+import uuid
+from contextlib import ExitStack
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from runtime import services
+from runtime.heartbeat import ProcessHeartbeat
+from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Run, RunState
+from runtime.services import MessageCommand, create_task
+from tests.processes import wait_until
+
+APPLICATION = "impo-scale-test-worker"
+
+
+def start_tasks(user, texts: list[str]) -> list[Run]:
+    """One Task each, so that every run is its conversation's only writer and all may run at once."""
+    receipts = [
+        create_task(owner=user, command=MessageCommand(client_message_id=str(uuid.uuid4()), text=text))
+        for text in texts
+    ]
+    return list(Run.objects.filter(submission_id__in=[receipt.submission_id for receipt in receipts]))
+
+
+def settled(runs: list[Run], timeout: float = 120) -> list[Run]:
+    ids = [run.id for run in runs]
+
+    def all_settled() -> list[Run] | None:
+        found = list(Run.objects.filter(id__in=ids, state__in=TERMINAL_RUN_STATES))
+        return found if len(found) == len(ids) else None
+
+    return wait_until(all_settled, timeout=timeout, what=f"{len(ids)} runs to settle")
+
+
+def deltas_of(run: Run) -> list[Event]:
+    return list(Event.objects.filter(submission_id=run.submission_id, type=EventType.TEXT_DELTA).order_by("seq"))
+
+
+def worker_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [APPLICATION])
+        return cursor.fetchone()[0]
+
+
+def echo_chunks(text: str, count: int) -> list[str]:
+    """The pieces the double sends an echo of `text` in (rebyte/double/agent.py `chunks`)."""
+    reply = f"Echo: {text}"
+    size = max(1, math.ceil(len(reply) / count))
+    return [reply[i : i + size] for i in range(0, len(reply), size)]
+
+
+def with_saved_agent(user) -> None:
+    """One run first: the user's runs racing to create the user's agent would park for its reconciliation."""
+    [run] = settled(start_tasks(user, ["the agent's first run"]))
+    assert run.state == RunState.COMPLETED
+
+
+def test_runs_waiting_on_the_provider_hold_no_database_connection(stack, user, rebyte_double):
+    stack.start_worker(
+        env={"PGAPPNAME": APPLICATION, "DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT_SECONDS": "5"}
+    )
+    with_saved_agent(user)
+    # Each turn lasts about 3 s at the double; a pool of two connections serves six runs in flight at once.
+    rebyte_double.configure(delta_delay_ms=400, delta_chunks=8)
+    runs = start_tasks(user, [f"paced turn {index}" for index in range(6)])
+    ids = [run.id for run in runs]
+    samples = []
+
+    def all_running_while_counted() -> bool:
+        samples.append(worker_connections())
+        return Run.objects.filter(id__in=ids, state=RunState.RUNNING).count() == len(ids)
+
+    wait_until(all_running_while_counted, timeout=60, interval=0.1, what="every run in flight at once")
+    for run in settled(runs):
+        samples.append(worker_connections())
+        assert run.state == RunState.COMPLETED
+        reply = "".join(event.payload["delta"] for event in deltas_of(run))
+        assert reply == f"Echo: {run.submission.user_message.text}"
+    assert max(samples) <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_heartbeat_statement_extends_every_lease_and_reports_only_the_lost_one(user):
+    runs = start_tasks(user, [f"run {index}" for index in range(5)])
+    leases = [services.claim_run(run.id, "worker-a") for run in runs]
+    # The last run is taken over: its lease expired and another worker claimed it.
+    Run.objects.filter(id=runs[-1].id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.claim_run(runs[-1].id, "worker-b") is not None
+    heartbeat = ProcessHeartbeat()
+    before = dict(Run.objects.filter(id__in=[run.id for run in runs]).values_list("id", "lease_expires_at"))
+
+    with ExitStack() as holding:
+        held = [holding.enter_context(heartbeat.held(lease)) for lease in leases]
+        with CaptureQueriesContext(connection) as statements:
+            heartbeat.beat()
+
+    assert len(statements) == 1
+    assert [h.lost.is_set() for h in held] == [False, False, False, False, True]
+    after = dict(Run.objects.filter(id__in=[run.id for run in runs]).values_list("id", "lease_expires_at"))
+    assert all(after[run.id] > before[run.id] for run in runs[:-1])
+    assert after[runs[-1].id] == before[runs[-1].id]  # the successor's lease is not the heartbeat's to extend
+    with pytest.raises(services.LeaseLost):
+        held[-1].check()
+
+
+def test_a_lease_the_shared_heartbeat_finds_lost_stops_only_its_run(stack, user, rebyte_double):
+    # Deltas 2 s apart: the beat (every second under the stack's 3 s lease) finds the takeover before a write does.
+    worker = stack.start_worker()
+    with_saved_agent(user)
+    rebyte_double.configure(delta_delay_ms=2000, delta_chunks=4)
+    runs = start_tasks(user, [f"three of us {index}" for index in range(3)])
+    wait_until(lambda: all(deltas_of(run) for run in runs), timeout=60, interval=0.1, what="every run's first delta")
+    victim, others = runs[0], runs[1:]
+    # What a successor's claim does to the fencing token.
+    Run.objects.filter(id=victim.id).update(lease_generation=F("lease_generation") + 1)
+
+    stopped = f"stopping: run {victim.id}"
+    wait_until(lambda: stopped in worker.log_text(), timeout=30, what="the victim's driver to stop")
+    for run in settled(others):
+        assert run.state == RunState.COMPLETED
+    assert f"run {victim.id}: lease lost" in worker.log_text()
+    victim.refresh_from_db()
+    assert victim.state == RunState.RUNNING  # left for a successor: the stopped driver wrote nothing more
+    assert not Event.objects.filter(submission_id=victim.submission_id, type=EventType.MESSAGE_COMPLETED).exists()
+
+
+def test_live_deltas_after_the_first_are_projected_together_with_the_same_text_and_gapless_seqs(
+    stack, user, rebyte_double
+):
+    rebyte_double.configure(delta_delay_ms=60, delta_chunks=20)
+    stack.start_worker(env={"IMPO_DELTA_WINDOW_SECONDS": "0.5"})
+    text = "twenty pieces of a streamed reply, coalesced"
+    [run] = settled(start_tasks(user, [text]))
+
+    assert run.state == RunState.COMPLETED
+    deltas = deltas_of(run)
+    assert "".join(event.payload["delta"] for event in deltas) == f"Echo: {text}"
+    assert 1 < len(deltas) <= 5  # twenty provider deltas over about 1.2 s, in windows of 0.5 s
+    seqs = list(Event.objects.filter(conversation_id=run.submission.conversation_id).values_list("seq", flat=True))
+    assert sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, rebyte_double):
+    rebyte_double.configure(delta_delay_ms=600, delta_chunks=4)
+    stack.start_worker(env={"IMPO_DELTA_WINDOW_SECONDS": "30"})
+    text = "the first piece goes at once"
+    [run] = settled(start_tasks(user, [text]))
+
+    first = deltas_of(run)[0]
+    assert first.payload["delta"] == echo_chunks(text, 4)[0]
+    # Three more pieces followed it, 0.6 s apart: it was projected before they came, not with them.
+    assert first.created_at < run.finished_at - timedelta(seconds=1)
+
+
+def test_an_owners_first_runs_at_once_create_one_remote_agent(stack, user, rebyte_double):
+    # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session.
+    stack.start_worker()
+
+    runs = settled(start_tasks(user, [f"first of four {index}" for index in range(4)]))
+
+    assert [run.state for run in runs] == [RunState.COMPLETED] * 4
+    agents = [a for a in rebyte_double.state()["agents"] if a["metadata"].get("impo_owner") == str(user.id)]
+    assert len(agents) == 1

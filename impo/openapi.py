@@ -41,8 +41,8 @@ class ErrorDetailSerializer(serializers.Serializer):
     fields = serializers.DictField(
         child=serializers.CharField(),
         required=False,
-        help_text='invalid_request from validation only: each refused field\'s path (`schedule.cron`; "" for the'
-        " body as a whole) and its first message.",
+        help_text='A refused body (400): each refused field\'s path (`schedule.cron`; "" for the body as a whole)'
+        " and its first message, so a form can mark them all.",
     )
 
 

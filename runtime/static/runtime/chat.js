@@ -708,7 +708,10 @@
   list.addEventListener("scroll", drawJump);
   jumpButton.addEventListener("click", jumpToLatest);
   window.addEventListener("online", () => {
-    if (indicator.dataset.state === "offline") setConnection("reconnecting", "reconnecting…");
+    if (indicator.dataset.state !== "offline") return resendFailed();
+    // The socket may have outlived the outage (then it is live again), or be reconnecting on its own.
+    if (socket && socket.readyState === WebSocket.OPEN) setConnection("live", "live");
+    else setConnection("reconnecting", "reconnecting…");
     resendFailed();
   });
   window.addEventListener("offline", drawPending);

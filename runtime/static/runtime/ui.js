@@ -25,6 +25,7 @@
     schedule_deleted: "The schedule was deleted elsewhere.",
     schedule_limit_reached: "You have as many schedules as allowed. Delete one to add another.",
     schedule_in_past: "That time has passed. Pick a time in the future.",
+    invalid_task_schedule: "The schedule needs fixing; see the marked field.",
     // How a reply ends badly: the run's error code.
     provider_error: "The assistant could not be reached. Try again.",
     provider_rejected: "The assistant could not be reached. Try again.",

@@ -152,3 +152,12 @@ def save_note_needs_approval(stack):
     processes start with it; the sweeper re-sends a wake-up whose claim skipped a run another transaction held."""
     stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
     stack.start_sweeper()
+
+
+def start_task(page, goal):
+    """Starts a task from the Tasks page, as a person does, and waits for its first reply."""
+    page.goto("/tasks/")
+    page.fill("#task-text", goal)
+    page.click("#new-task button[type=submit]")
+    page.wait_for_url("**/tasks/*-*/")
+    last_assistant(page).locator(".status-completed").wait_for()

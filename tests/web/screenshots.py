@@ -5,7 +5,7 @@ Each page at a laptop's and a phone's width, in the light and the dark theme, at
 
 from pathlib import Path
 
-from tests.web.conftest import WIDTHS, last_assistant, log_in, send, submit_plan
+from tests.web.conftest import WIDTHS, last_assistant, log_in, send, start_task, submit_plan
 
 OUT = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 PAGES = ("chat", "tasks", "schedules", "login", "not-found")
@@ -19,12 +19,8 @@ def _fill(page, user):
     send(page, "Here is one:\n```python\nfor n in range(3):\n    print(n)  # 0, 1, 2\n```\n- short\n- and sweet")
     last_assistant(page).locator(".status-completed").wait_for()
     send(page, "/fail the model fell over")
-    last_assistant(page).locator(".status-failed").wait_for()
-    page.goto("/tasks/")
-    page.fill("#task-text", "Sort the holiday photos by place")
-    page.click("#new-task button[type=submit]")
-    page.wait_for_url("**/tasks/*-*/")
-    last_assistant(page).locator(".status-completed").wait_for()
+    last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
+    start_task(page, "Sort the holiday photos by place")
     page.goto("/schedules/")
     submit_plan(page, "Morning digest", "Summarise my notes from yesterday.")
     page.locator(".schedule").wait_for()
@@ -39,7 +35,7 @@ def test_take_the_screenshots(site, user):
             page.goto("/login/")
             page.screenshot(path=OUT / f"login-{width}-{theme}.png")
             log_in(page, user)
-            last_assistant(page).locator(".status-failed").wait_for()
+            last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
             page.screenshot(path=OUT / f"chat-{width}-{theme}.png")
             page.goto("/tasks/")
             page.locator("#side-tasks li").first.wait_for(state="attached")

@@ -3,7 +3,7 @@ critical violation (colour contrast included, so both palettes are checked)."""
 
 import pytest
 
-from tests.web.conftest import last_assistant, log_in, run_axe, send, submit_plan
+from tests.web.conftest import last_assistant, log_in, run_axe, send, start_task, submit_plan
 
 THEMES = ["light", "dark"]
 
@@ -47,7 +47,7 @@ def test_chat_empty_streaming_and_failed(themed_page, user, rebyte_double):
     send(page, "Code:\n```python\nprint('hi')  # a comment\n```\n\n- a bullet")
     last_assistant(page).locator(".status-completed").wait_for()
     send(page, "/fail on purpose")
-    last_assistant(page).locator(".status-failed").wait_for()
+    last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
     last_assistant(page).locator(".error-details summary").click()
     assert checked(page) == []  # failed, with Try again, details open, highlighted code and copy buttons
 
@@ -63,11 +63,7 @@ def test_chat_with_an_approval_pending(save_note_needs_approval, themed_page, us
 def test_tasks_and_schedules(themed_page, user):
     page = themed_page
     log_in(page, user)
-    page.goto("/tasks/")
-    page.fill("#task-text", "water the plants")
-    page.click("#new-task button[type=submit]")
-    page.wait_for_url("**/tasks/*-*/")
-    last_assistant(page).locator(".status-completed").wait_for()
+    start_task(page, "water the plants")
     page.goto("/tasks/")
     page.locator("#side-tasks li").first.wait_for()
     assert checked(page) == []

@@ -96,14 +96,17 @@ def test_a_failed_runs_reason_is_shown_and_survives_a_reload(browser_page, user)
     send(browser_page, "/fail The kettle is offline")
     reply = last_assistant(browser_page)
     reply.locator(".status-failed").wait_for()
-    assert reply.locator(".run-error").inner_text() == "The kettle is offline"
+    sentence = "The assistant failed while answering. Try again."
+    assert reply.locator(".run-error .error-sentence").inner_text() == sentence
+    assert reply.locator(".run-error .error-details code").text_content() == "internal_error: The kettle is offline"
 
     browser_page.reload()
     browser_page.wait_for_selector("#connection[data-state=live]")
 
     reply = last_assistant(browser_page)
     assert reply.locator(".status-failed").inner_text() == "Failed"
-    assert reply.locator(".run-error").inner_text() == "The kettle is offline"
+    assert reply.locator(".run-error .error-sentence").inner_text() == sentence
+    assert reply.locator(".run-error .error-details code").text_content() == "internal_error: The kettle is offline"
 
 
 def test_at_390_pixels_nothing_overflows_sideways_and_the_nav_stays_on_one_line(site, user):

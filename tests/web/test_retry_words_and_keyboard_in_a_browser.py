@@ -15,7 +15,7 @@ def test_try_again_on_a_failed_reply_then_a_normal_message_completes(sized_page,
     log_in(page, user)
     send(page, "/fail the model fell over")
     reply = last_assistant(page)
-    reply.locator(".status-failed").wait_for()
+    reply.locator(".status-failed").wait_for(timeout=90_000)
     problem = reply.locator(".run-error")
     assert problem.locator(".error-sentence").inner_text() == "The assistant failed while answering. Try again."
     assert problem.locator(".error-details code").is_hidden()  # the code only behind Details
@@ -24,7 +24,7 @@ def test_try_again_on_a_failed_reply_then_a_normal_message_completes(sized_page,
 
     reply.locator("button.try-again").click()
     reply.locator(".status-failed").wait_for(state="detached")  # queued again, the same reply
-    reply.locator(".status-failed").wait_for()  # /fail fails every attempt
+    reply.locator(".status-failed").wait_for(timeout=90_000)  # /fail fails every attempt
     assert active_id(page) == "message-text"
     submission_id = history(page)["messages"][-1]["submissionId"]
     attempt = page.evaluate(f"() => fetch('/api/v1/submissions/{submission_id}').then((r) => r.json())")
@@ -42,7 +42,7 @@ def test_try_again_after_the_assistant_could_not_be_reached_completes_the_same_r
     rebyte_double.fault("input_message", "http_error", status=400)
     send(page, "second time lucky")
     reply = last_assistant(page)
-    reply.locator(".status-failed").wait_for()
+    reply.locator(".status-failed").wait_for(timeout=90_000)
     assert reply.locator(".error-sentence").inner_text() == "The assistant could not be reached. Try again."
 
     reply.locator("button.try-again").click()

@@ -274,11 +274,11 @@
     if (tool.output && tool.output.reconciled) parts.push(paragraph("tool-note", ImpoUi.sentenceFor({ code: "reconciled_succeeded" })));
     else if (tool.output !== undefined && tool.output !== null) block("Output", tool.output);
     // A staff decision is shown as such, never with the wording (or name) the desk recorded it with; other
-    // failures in words, with the code and the tool's own message under Details.
+    // failures in the tool's own words (written for the person: "No sound named …"), the code under Details.
     if (tool.errorCode && tool.errorCode.startsWith("reconciled_")) parts.push(paragraph("tool-error", ImpoUi.sentenceFor({ code: tool.errorCode })));
     else if (tool.errorCode || tool.errorMessage) {
       const problem = paragraph("tool-error", "");
-      ImpoUi.describeError(problem, { code: tool.errorCode, message: tool.errorMessage });
+      ImpoUi.describeError(problem, { code: tool.errorCode, message: tool.errorMessage }, tool.errorMessage);
       parts.push(problem);
     }
     return parts;

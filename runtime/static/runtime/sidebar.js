@@ -72,10 +72,10 @@
         socket.close();
       }
     }
-    for (const task of tasks) if (!watched.has(task.taskId)) open(task);
+    for (const task of tasks) if (!watched.has(task.taskId)) follow(task);
   }
 
-  async function open(task) {
+  async function follow(task) {
     watched.set(task.taskId, null);
     const page = await ImpoApi.call("GET", `/api/v1/tasks/${task.taskId}/conversation?limit=1`);
     if (!page.ok || !watched.has(task.taskId)) return watched.delete(task.taskId);

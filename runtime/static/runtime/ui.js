@@ -47,11 +47,12 @@
     return (error && ERROR_WORDS[error.code]) || FALLBACK;
   }
 
-  // `error` is an ICA error object ({code, message}); the element gets the sentence and a Details toggle.
-  function describeError(element, error) {
+  // `error` is an ICA error object ({code, message}); the element gets the sentence (or `words`, when what failed
+  // already wrote them for a person, as a tool or a device does) and a Details toggle with the code.
+  function describeError(element, error, words) {
     const sentence = document.createElement("span");
     sentence.className = "error-sentence";
-    sentence.textContent = sentenceFor(error);
+    sentence.textContent = words || sentenceFor(error);
     const parts = [sentence];
     if (error && (error.code || error.message)) {
       const details = document.createElement("details");
@@ -94,7 +95,7 @@
     return exact.format(new Date(iso));
   }
 
-  // A <time> saying "5 minutes ago", the exact time (in the browser's zone) on hover and to screen readers.
+  // A <time> saying "5 minutes ago", the exact time (in the browser's zone) on hover.
   function timeElement(iso, className = "when") {
     const element = document.createElement("time");
     element.className = className;
@@ -107,7 +108,6 @@
     const when = new Date(element.dateTime);
     element.textContent = relativeTime(element.dateTime);
     element.title = exact.format(when);
-    element.setAttribute("aria-label", exact.format(when));
   }
 
   // Relative times age: every <time class="when"> on the page (the server's too) is redrawn each half minute.

@@ -161,3 +161,12 @@ def start_task(page, goal):
     page.click("#new-task button[type=submit]")
     page.wait_for_url("**/tasks/*-*/")
     last_assistant(page).locator(".status-completed").wait_for()
+
+
+def send_and_wait(page, text, status="completed"):
+    """Sends `text` and waits for its own reply (not the one before it) to reach `status`."""
+    replies = page.locator(".message.role-assistant")
+    before = replies.count()
+    send(page, text)
+    replies.nth(before).locator(f".status-{status}").wait_for(timeout=90_000)
+    return replies.nth(before)

@@ -5,7 +5,7 @@ Each page at a laptop's and a phone's width, in the light and the dark theme, at
 
 from pathlib import Path
 
-from tests.web.conftest import WIDTHS, last_assistant, log_in, send, start_task, submit_plan
+from tests.web.conftest import WIDTHS, last_assistant, log_in, send_and_wait, start_task, submit_plan
 
 OUT = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 PAGES = ("chat", "tasks", "schedules", "login", "not-found")
@@ -14,12 +14,11 @@ PAGES = ("chat", "tasks", "schedules", "login", "not-found")
 def _fill(page, user):
     """Something worth seeing on each page: a reply with code, a failed reply, a task, a schedule."""
     log_in(page, user)
-    send(page, "Show me a loop in Python.")
-    last_assistant(page).locator(".status-completed").wait_for()
-    send(page, "Here is one:\n```python\nfor n in range(3):\n    print(n)  # 0, 1, 2\n```\n- short\n- and sweet")
-    last_assistant(page).locator(".status-completed").wait_for()
-    send(page, "/fail the model fell over")
-    last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
+    send_and_wait(page, "Show me a loop in Python.")
+    send_and_wait(
+        page, "Here is one:\n```python\nfor n in range(3):\n    print(n)  # 0, 1, 2\n```\n- short\n- and sweet"
+    )
+    send_and_wait(page, "/fail the model fell over", "failed")
     start_task(page, "Sort the holiday photos by place")
     page.goto("/schedules/")
     submit_plan(page, "Morning digest", "Summarise my notes from yesterday.")

@@ -36,22 +36,6 @@ def test_try_again_on_a_failed_reply_then_a_normal_message_completes(sized_page,
     assert page.locator(".message.role-assistant").count() == 2  # the retry reused its reply
 
 
-def test_try_again_after_the_assistant_could_not_be_reached_completes_the_same_reply(sized_page, user, rebyte_double):
-    page = sized_page
-    log_in(page, user)
-    rebyte_double.fault("input_message", "http_error", status=400)
-    send(page, "second time lucky")
-    reply = last_assistant(page)
-    reply.locator(".status-failed").wait_for(timeout=90_000)
-    assert reply.locator(".error-sentence").inner_text() == "The assistant could not be reached. Try again."
-
-    reply.locator("button.try-again").click()
-
-    reply.locator(".status-completed").wait_for()
-    assert reply.locator(".text").inner_text() == "Echo: second time lucky"
-    assert reply.locator("button.try-again").count() == 0
-
-
 def test_the_last_message_can_be_edited_and_sent_again_as_a_new_message(sized_page, user):
     page = sized_page
     log_in(page, user)

@@ -251,7 +251,6 @@
       row.dataset.state = tool.state;
       row.querySelector(".tool-name").textContent = tool.toolName;
       row.querySelector(".tool-state").textContent = TOOL_WORDS[shown] || tool.state;
-      row.querySelector(".tool-state").dataset.words = shown;
       row.querySelector(".tool-detail").replaceChildren(...toolDetail(tool));
       drawApproval(row.querySelector(".tool-approval"), tool);
       if (tool.state === "failed" || tool.state === "uncertain" || tool.state === "awaiting_approval") row.open = true;
@@ -394,11 +393,12 @@
     const badge = document.createElement("span");
     // A finished reply needs no badge on screen; screen readers still hear that it finished. A wait that a tool
     // row of the reply already says ("Waiting for your approval") is not said twice.
-    const toldByTool = [...node.tools.querySelectorAll(".tool-state")].some((words) => words.dataset.words === status);
+    const said = RUN_WORDS[status] !== undefined ? RUN_WORDS[status] : status;
+    const toldByTool = [...node.tools.querySelectorAll(".tool-state")].some((words) => words.textContent === said);
     const quiet = status === "completed" || toldByTool;
     badge.className = `status status-${status}${quiet ? " visually-hidden" : ""}`;
     badge.dataset.status = status;
-    badge.textContent = RUN_WORDS[status] !== undefined ? RUN_WORDS[status] : status;
+    badge.textContent = said;
     parts.push(badge);
     if (!live && message.createdAt) parts.push(ImpoUi.timeElement(message.createdAt));
     if (!live && message.text) parts.push(ImpoUi.copyButton("Copy reply", () => message.text));

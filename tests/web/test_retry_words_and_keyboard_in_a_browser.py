@@ -147,7 +147,8 @@ def test_an_approval_says_waiting_once_deny_looks_secondary_and_focus_returns_af
     reply = last_assistant(page)
     reply.locator(".approval-approve").wait_for()
 
-    said = [node.inner_text() for node in reply.locator(".tool-state, .status").all() if node.is_visible()]
+    on_screen = "(node) => !node.closest('.visually-hidden')"  # screen readers hear the badge, people do not see it
+    said = [node.inner_text() for node in reply.locator(".tool-state, .status").all() if node.evaluate(on_screen)]
     assert said.count("Waiting for your approval") == 1
     approve_colour, deny_colour = (
         reply.locator(selector).evaluate("(b) => getComputedStyle(b).backgroundColor")

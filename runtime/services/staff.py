@@ -59,9 +59,10 @@ def lock_run_for_staff(run_id) -> Run:
     return run
 
 
-def reopen_owned_failed_run(*, owner, submission_id, client_retry_id: uuid.UUID) -> Run | None:
+def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run | None:
     """The owner's "Try again", inside the caller's transaction: `reopen_failed_run` on a run of their own (another
-    user's is not found), audited as staff's retries are, with the owner as actor and the clientRetryId as batch.
+    user's is not found), audited as staff's retries are, with the owner as actor and `retry_id` (the clientRetryId)
+    as batch.
 
     That row is what makes the same request again a replay (None: nothing is queued twice). A run that has not
     failed is refused with 409 `not_retryable`; the caller's transaction then rolls its audit row back.
@@ -69,10 +70,10 @@ def reopen_owned_failed_run(*, owner, submission_id, client_retry_id: uuid.UUID)
     run = locks.lock_run(submission_id=submission_id, submission__owner=owner, related=_RETRY_RELATED)
     if run is None:
         raise NotFound("No such submission.")
-    retries = StaffRunAction.objects.filter(run=run, batch=client_retry_id, kind=StaffRunActionKind.RETRY)
+    retries = StaffRunAction.objects.filter(run=run, batch=retry_id, kind=StaffRunActionKind.RETRY)
     if retries.filter(outcome=StaffRunActionOutcome.QUEUED_AGAIN).exists():
         return None
-    if reopen_failed_run(run, actor=owner, batch=client_retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
+    if reopen_failed_run(run, actor=owner, batch=retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
         raise Conflict("Only a failed reply can be tried again.", code="not_retryable")
     return run
 

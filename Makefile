@@ -8,11 +8,18 @@ DATABASE ?= impo
 
 .PHONY: run test chaos bench install lock database browser lint
 
+# The stack runs as the tests run the web server: DEBUG off (a person sees the project's own 404 and 500 pages,
+# not Django's debug pages listing every route), over plain HTTP on loopback, with a key kept in var/. Static
+# files are still served and reread when changed. `DJANGO_DEBUG=true make run` brings the debug pages back.
+RUN_ENV = DJANGO_DEBUG=$${DJANGO_DEBUG:-false} DJANGO_HTTPS=$${DJANGO_HTTPS:-false} IMPO_DEMO_USER_FORCE=true \
+	IMPO_STATIC_AUTOREFRESH=true DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$(cat var/secret_key)}"
+
 run: install database
 	mkdir -p var
-	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py ensure_demo_user
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
+	test -s var/secret_key || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > var/secret_key
+	$(RUN_ENV) $(BIN)/python manage.py migrate --no-input
+	$(RUN_ENV) $(BIN)/python manage.py ensure_demo_user
+	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
 test: install database browser
 	$(BIN)/python -m pytest

@@ -90,15 +90,29 @@ def error_body(request, code: str, message: str, retryable: bool = False) -> dic
     }
 
 
-def _first_validation_message(detail, path: str = "") -> str:
-    """Flattens DRF's nested validation detail to the first `field: message`."""
+def _validation_messages(detail, path: str = "") -> dict[str, str]:
+    """Flattens DRF's nested validation detail to `{field path: its first message}`, in the order DRF gave them
+    (a non-field error under its parent's path, "" at the top)."""
     if isinstance(detail, dict):
+        messages = {}
         for key, value in detail.items():
-            field = key if key != "non_field_errors" else ""
-            return _first_validation_message(value, f"{path}.{field}".strip(".") if field else path)
-    if isinstance(detail, list) and detail:
-        return _first_validation_message(detail[0], path)
-    return f"{path}: {detail}" if path else str(detail)
+            field = f"{path}.{key}".strip(".") if key != "non_field_errors" else path
+            for found, message in _validation_messages(value, field).items():
+                messages.setdefault(found, message)
+        return messages
+    if isinstance(detail, list):
+        return _validation_messages(detail[0], path) if detail else {}
+    return {path: str(detail)}
+
+
+def _validation_error(request, detail) -> dict:
+    """The first message as `field: message` (what clients always read), and every field's in `fields`, so a
+    form can mark all of them at once."""
+    messages = _validation_messages(detail) or {"": "Invalid request."}
+    path, message = next(iter(messages.items()))
+    body = error_body(request, "invalid_request", f"{path}: {message}" if path else message)
+    body["error"]["fields"] = messages
+    return body
 
 
 _DRF_CODES = {
@@ -132,8 +146,7 @@ def ica_exception_handler(exc, context):
     if isinstance(exc, ApplicationError):
         return _application_error(Response, request, exc)
     if isinstance(exc, drf_exceptions.ValidationError):
-        message = _first_validation_message(exc.detail)
-        return Response(error_body(request, "invalid_request", message), status=400)
+        return Response(_validation_error(request, exc.detail), status=400)
     if isinstance(exc, drf_exceptions.ParseError):
         return Response(error_body(request, "invalid_request", str(exc.detail)), status=400)
     if isinstance(exc, Http404):

@@ -22,7 +22,7 @@ _ERROR_DESCRIPTIONS = {
     404: "not_found: no such object for this user (another user's object looks the same).",
     409: "A conflict: the same idempotency key with a different body, or a stale revision or state; for a message,"
     " also run_in_progress (retryable) when its conversation's policy is `reject` and a reply is unfinished, with"
-    " that reply's `activeSubmissionId` in the error.",
+    " that reply's `activeSubmissionId` in the error; for a retry, not_retryable when the run has not failed.",
     410: "The object expired or was cancelled.",
     413: "request_too_large: the JSON body is over 64 KiB.",
     415: "unsupported_media_type: the body is not application/json.",
@@ -37,6 +37,12 @@ class ErrorDetailSerializer(serializers.Serializer):
     retryable = serializers.BooleanField()
     activeSubmissionId = serializers.UUIDField(
         required=False, help_text="run_in_progress only: the unfinished submission the message would have raced."
+    )
+    fields = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='A refused body (400): each refused field\'s path (`schedule.cron`; "" for the body as a whole)'
+        " and its first message, so a form can mark them all.",
     )
 
 

@@ -137,7 +137,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
 # The web server serves no static files itself; WhiteNoise does, straight from the apps (no collectstatic step).
 WHITENOISE_USE_FINDERS = True
-WHITENOISE_AUTOREFRESH = DEBUG
+# Reread on change: on with DEBUG, and under `make run` (which runs with DEBUG off to show the project's pages).
+WHITENOISE_AUTOREFRESH = env.bool("IMPO_STATIC_AUTOREFRESH", default=DEBUG)
 
 # ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024

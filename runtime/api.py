@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import StrictSerializer, validated
 from impo.views import IcaAPIView
-from runtime import limits, selectors, services
+from runtime import execution, limits, selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
     ConversationPageSerializer,
@@ -16,6 +16,7 @@ from runtime.serializers import (
     ConversationSettingsSerializer,
     MessageCommandSerializer,
     MessageReceiptSerializer,
+    RetryCommandSerializer,
     SubmissionSerializer,
     TaskConversationPageSerializer,
     TaskCreateSerializer,
@@ -179,6 +180,23 @@ class SubmissionCancelView(IcaAPIView):
         validated(EmptyBodySerializer, request.data)
         services.request_cancel(owner=request.user, submission_id=submission_id)
         return Response(selectors.submission_to_wire(selectors.submission_for_owner(request.user, submission_id)))
+
+
+class SubmissionRetryView(IcaAPIView):
+    @extend_schema(
+        request=RetryCommandSerializer,
+        responses=responses({202: SubmissionSerializer}, 404, 409, *WRITE_ERRORS),
+        description='The owner\'s "Try again" on a failed reply: the same submission is queued as a new attempt'
+        " (its input sent again under a new provider key), as staff's retry does; the reply's text and error are"
+        " cleared and `submission.accepted` is projected again. 409 `not_retryable` unless the run failed.",
+    )
+    def post(self, request, submission_id: uuid.UUID):
+        client_retry_id = validated(RetryCommandSerializer, request.data).validated_data["clientRetryId"]
+        execution.owner_retry_failed_run(
+            owner=request.user, submission_id=submission_id, client_retry_id=client_retry_id
+        )
+        submission = selectors.submission_for_owner(request.user, submission_id)
+        return Response(selectors.submission_to_wire(submission), status=202)
 
 
 class ToolCallApprovalView(IcaAPIView):

@@ -498,3 +498,11 @@ def staff_retry_failed_run(run_id, *, actor, batch) -> str:
         if outcome == StaffRunActionOutcome.QUEUED_AGAIN:
             rebyte_services.forget_remote_turn(run)
         return outcome
+
+
+def owner_retry_failed_run(*, owner, submission_id, client_retry_id: uuid.UUID) -> None:
+    """The owner's "Try again": staff's retry, of a failed run of their own (`services.reopen_owned_failed_run`)."""
+    with transaction.atomic(durable=True):
+        run = services.reopen_owned_failed_run(owner=owner, submission_id=submission_id, retry_id=client_retry_id)
+        if run is not None:  # queued again now, not a replay
+            rebyte_services.forget_remote_turn(run)

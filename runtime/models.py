@@ -257,7 +257,7 @@ class Run(models.Model):
         self.version += 1
 
     def reopen_for_retry(self) -> None:
-        """The one way out of a terminal state, and staff's alone: a failed run queued again for a new attempt.
+        """The one way out of a terminal state, by staff or the owner: a failed run queued again for a new attempt.
 
         Kept out of the transition table, which the execution path follows, so no worker can take this edge.
         """

@@ -106,11 +106,11 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         messages = messages[:limit]
         assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
         tool_states = tool_states_by_assistant_message(assistant_ids)
-        run_errors = _run_errors_by_assistant_message(assistant_ids)
+        runs = _runs_by_assistant_message(assistant_ids)
     return {
         "conversationId": str(conversation.id),
         "messages": [
-            _message_to_wire(message, tool_states.get(message.id, []), run_errors.get(message.id))
+            _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
             for message in messages
         ],
         "activeSubmissions": [
@@ -128,18 +128,22 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     }
 
 
-def _run_errors_by_assistant_message(message_ids) -> dict[uuid.UUID, dict]:
-    """Why each of these replies' runs failed (or is parked), as the run's terminal event said it."""
-    runs = Run.objects.filter(submission__assistant_message_id__in=message_ids).exclude(error_code="")
+def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None]]:
+    """Each of these replies' submission id, and why its run failed (or is parked) as the terminal event said it."""
+    runs = Run.objects.filter(submission__assistant_message_id__in=message_ids).values_list(
+        "submission__assistant_message_id", "submission_id", "error_code", "error_message", "error_retryable"
+    )
     return {
-        assistant_message_id: {"code": code, "message": message, "retryable": retryable}
-        for assistant_message_id, code, message, retryable in runs.values_list(
-            "submission__assistant_message_id", "error_code", "error_message", "error_retryable"
+        assistant_message_id: (
+            str(submission_id),
+            {"code": code, "message": message, "retryable": retryable} if code else None,
         )
+        for assistant_message_id, submission_id, code, message, retryable in runs
     }
 
 
-def _message_to_wire(message: Message, tools: list[dict], error: dict | None) -> dict:
+def _message_to_wire(message: Message, tools: list[dict], run: tuple[str, dict | None]) -> dict:
+    submission_id, error = run
     return {
         "id": str(message.id),
         "role": message.role,
@@ -147,6 +151,7 @@ def _message_to_wire(message: Message, tools: list[dict], error: dict | None) ->
         "text": message.text,
         "status": message.status,
         "createdAt": message.created_at.isoformat(),
+        "submissionId": submission_id,
         "tools": tools,
         "error": error,
     }

@@ -130,6 +130,12 @@ class ErrorOutSerializer(serializers.Serializer):
     retryable = serializers.BooleanField()
 
 
+class RetryCommandSerializer(StrictSerializer):
+    clientRetryId = StrictUUIDField(
+        help_text='A new UUID per "Try again" click; the same id again is a replay (202, nothing queued twice).'
+    )
+
+
 class SubmissionSerializer(serializers.Serializer):
     submissionId = serializers.UUIDField()
     messageId = serializers.UUIDField(help_text="The assistant message.")
@@ -174,6 +180,10 @@ class HistoryMessageSerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True)
     status = serializers.ChoiceField(choices=MessageStatus.choices)
     createdAt = serializers.DateTimeField()
+    submissionId = serializers.UUIDField(
+        allow_null=True,
+        help_text="A reply's submission (what `/submissions/{id}/retry` takes); null for a user message.",
+    )
     tools = ToolStateSerializer(many=True)
 
 

@@ -25,7 +25,9 @@ def _is_uncertain(call) -> bool:
 def _resolver(succeeded: bool):
     def resolve(request, call) -> str | None:
         # The note reaches the agent and the end user: it names staff, never the staff member.
-        devices.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
+        resolved = devices.resolve_uncertain_call(call.id, succeeded=succeeded, note=STAFF_NOTE)
+        if resolved.run.is_terminal:  # the finding only settles the record: the run ended before it
+            return f"Recorded: the action {_FINDING[succeeded]}. Its run had already ended ({resolved.run.state})."
         return f"Resolved: the action {_FINDING[succeeded]}; the run goes on."
 
     return resolve

@@ -10,6 +10,7 @@ urlpatterns = [
     path("tasks/<ica_uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),
     path("submissions/<ica_uuid:submission_id>", api.SubmissionView.as_view(), name="submission"),
     path("submissions/<ica_uuid:submission_id>/cancel", api.SubmissionCancelView.as_view(), name="submission-cancel"),
+    path("submissions/<ica_uuid:submission_id>/retry", api.SubmissionRetryView.as_view(), name="submission-retry"),
     path("tool-calls/<ica_uuid:tool_call_id>/approval", api.ToolCallApprovalView.as_view(), name="tool-call-approval"),
     path("submissions/<ica_uuid:submission_id>/stream", streams.submission_stream, name="submission-stream"),
 ]

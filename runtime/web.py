@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponseServerError
 from django.shortcuts import render
@@ -34,6 +35,8 @@ def main_chat(request):
             "history_url": "/api/v1/conversation",
             "send_url": "/api/v1/conversation/messages",
             "task": None,
+            # The bundled double only echoes: the empty state says so, and how to ask it for a tool.
+            "local_agent": settings.IMPO_RUNTIME == "echo",
         },
     )
 

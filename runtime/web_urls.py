@@ -1,5 +1,7 @@
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
 from impo.login import throttled_login
 from runtime import web
@@ -11,4 +13,6 @@ urlpatterns = [
     path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
     path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Browsers ask for /favicon.ico on their own (the admin's pages, a JSON response opened in a tab).
+    path("favicon.ico", RedirectView.as_view(url=static("runtime/favicon.svg"), permanent=True)),
 ]

@@ -1,5 +1,6 @@
 """Boundary validation for scheduled-task commands (DESIGN §7); schedule rules live in schedules.py."""
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -28,6 +29,19 @@ class PlanContentSerializer(StrictSerializer):
     goal = CleanTextField(max_length=PLAN_GOAL_MAX)
     schedule = ScheduleObjectField()
     enabled = StrictBooleanField()
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            # Refused already: the schedule's own problem (which the service would name next) is named too, so
+            # a form marks every refused field at once. Alone, it stays the service's `invalid_task_schedule`.
+            if isinstance(exc.detail, dict) and isinstance(data, dict) and "schedule" in data:
+                try:
+                    schedules.parse_schedule(data["schedule"], now=timezone.now())
+                except schedules.ScheduleError as problem:
+                    exc.detail.setdefault(problem.field, [problem.message])
+            raise
 
     def to_command(self) -> PlanCommand:
         data = self.validated_data

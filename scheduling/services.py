@@ -236,14 +236,19 @@ def _stored_schedule(raw: object) -> Schedule:
     try:
         return Schedule.from_json(raw)
     except ScheduleError as exc:
-        raise InvalidRequest(str(exc), code=exc.code) from None
+        raise _refusal(exc) from None
 
 
 def _new_schedule(raw: object, now: datetime) -> Schedule:
     try:
         return parse_schedule(raw, now=now)
     except ScheduleError as exc:
-        raise InvalidRequest(str(exc), code=exc.code) from None
+        raise _refusal(exc) from None
+
+
+def _refusal(exc: ScheduleError) -> InvalidRequest:
+    # `fields` as a validation error has it, so a form marks the field whichever layer refused it.
+    return InvalidRequest(str(exc), code=exc.code, details={"fields": {exc.field: exc.message}})
 
 
 def _fingerprint(command: PlanCommand, schedule: Schedule, *, base_revision: uuid.UUID | None = None) -> str:

@@ -64,6 +64,7 @@ from runtime.services.lifecycle import (
 from runtime.services.staff import (
     lock_run_for_staff,
     reopen_failed_run,
+    reopen_owned_failed_run,
     staff_cancel_run,
     staff_fail_run,
     staff_retry_run,
@@ -113,6 +114,7 @@ __all__ = [
     "register_device",
     "release_for_provider",
     "reopen_failed_run",
+    "reopen_owned_failed_run",
     "request_cancel",
     "resolve_uncertain_call",
     "resume_parked_run",

@@ -9,6 +9,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
+from impo.errors import Conflict, NotFound
 from runtime import locks, outbound
 from runtime.models import (
     EventType,
@@ -47,10 +48,33 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
 # --- audited actions ---------------------------------------------------------------------------------
 
 
+# What `reopen_failed_run` reads beside the run: both messages of its submission.
+_RETRY_RELATED = ("submission__user_message", "submission__assistant_message")
+
+
 def lock_run_for_staff(run_id) -> Run:
-    run = locks.lock_run(id=run_id, related=("submission__user_message", "submission__assistant_message"))
+    run = locks.lock_run(id=run_id, related=_RETRY_RELATED)
     if run is None:
         raise Run.DoesNotExist(f"run {run_id}")
+    return run
+
+
+def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run | None:
+    """The owner's "Try again", inside the caller's transaction: `reopen_failed_run` on a run of their own (another
+    user's is not found), audited as staff's retries are, with the owner as actor and `retry_id` (the clientRetryId)
+    as batch.
+
+    That row is what makes the same request again a replay (None: nothing is queued twice). A run that has not
+    failed is refused with 409 `not_retryable`; the caller's transaction then rolls its audit row back.
+    """
+    run = locks.lock_run(submission_id=submission_id, submission__owner=owner, related=_RETRY_RELATED)
+    if run is None:
+        raise NotFound("No such submission.")
+    retries = StaffRunAction.objects.filter(run=run, batch=retry_id, kind=StaffRunActionKind.RETRY)
+    if retries.filter(outcome=StaffRunActionOutcome.QUEUED_AGAIN).exists():
+        return None
+    if reopen_failed_run(run, actor=owner, batch=retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
+        raise Conflict("Only a failed reply can be tried again.", code="not_retryable")
     return run
 
 
@@ -64,7 +88,8 @@ def staff_cancel_run(run_id, *, actor, batch: uuid.UUID) -> str:
 
 
 def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
-    """Staff's retry of a locked run, inside the caller's transaction: the same submission, a new attempt.
+    """Staff's (or the owner's) retry of a locked run, inside the caller's transaction: the same submission, a new
+    attempt, audited with `actor` (staff, or the owner) and `batch` (the admin action, or the owner's clientRetryId).
 
     What the failure left is cleared: the error, the counters that bounded the last series of attempts, the
     input-sent mark (the new attempt sends its input again, under a key of its own: `Run.retries`) and the

@@ -96,6 +96,18 @@ def test_resolving_an_uncertain_tool_call_says_so_and_names_staff_not_the_clerk(
     assert tool["errorMessage"] == "resolved by staff"
 
 
+def test_resolving_a_call_of_a_run_that_already_ended_does_not_say_the_run_goes_on(desk, api):
+    run = parked_run(api)
+    call = uncertain_call(run)
+    Run.objects.filter(id=run.id).update(state=RunState.FAILED, error_code="device_timeout")
+
+    response = desk.post(f"/admin/tools/toolcall/{call.id}/desk/happened/", follow=True)
+
+    page = response.content.decode()
+    assert "Recorded: the action did happen. Its run had already ended (failed)." in page
+    assert "the run goes on" not in page
+
+
 def test_resolve_buttons_need_a_post(desk, api):
     run = parked_run(api)
 

@@ -52,6 +52,24 @@ def test_creating_a_plan_returns_it_with_a_revision_and_its_next_run(api):
     assert next_run > datetime.now(UTC)
 
 
+def test_a_refused_plan_names_every_refused_field_for_the_form(api):
+    body = create_body(title="  ", schedule={**daily("09:00", "UTC"), "frequency": "cron", "time": None, "cron": "no"})
+
+    response = api.post(PLANS_URL, body, format="json")
+
+    assert error_of(response) == (400, "invalid_request")
+    error = response.json()["error"]
+    assert error["message"].startswith("title: ")  # the first, as before
+    assert set(error["fields"]) == {"title", "schedule.cron"}
+    assert error["fields"]["schedule.cron"].startswith("must have exactly 5 fields")
+
+    alone = api.post(PLANS_URL, {**body, "title": "Digest"}, format="json")
+
+    assert error_of(alone) == (400, "invalid_task_schedule")  # the schedule's own code when it is the only problem
+    assert alone.json()["error"]["fields"] == {"schedule.cron": error["fields"]["schedule.cron"]}
+    assert not ScheduledTask.objects.exists()
+
+
 def test_a_once_plan_is_stored_in_canonical_utc_form(api):
     run_at = datetime(2099, 5, 1, 9, 0, tzinfo=UTC)
     plan = create(api, schedule=once(run_at.astimezone(datetime.now().astimezone().tzinfo)))

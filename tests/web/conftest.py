@@ -117,3 +117,56 @@ def run_axe(page) -> list[dict]:
         for v in result["violations"]
         if v["impact"] in ("serious", "critical")
     ]
+
+
+# The two widths every page is tried at: a laptop and a phone.
+WIDTHS = {"wide": {"width": 1280, "height": 800}, "narrow": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(params=list(WIDTHS))
+def sized_page(request, site):
+    page = site.new_page(viewport=WIDTHS[request.param])
+    page.narrow = request.param == "narrow"
+    return page
+
+
+def open_sidebar(page):
+    """The sidebar as a person reaches it: always there when wide, behind Menu (a drawer) when narrow."""
+    if page.narrow:
+        page.click("#menu-toggle")
+    page.locator("#sidebar").wait_for(state="visible")
+    return page.locator("#sidebar")
+
+
+def post_json(page, url, body) -> dict:
+    """A JSON POST from the page, with its session and CSRF token, as the page's own scripts make it."""
+    return page.evaluate(
+        """([url, body]) => ImpoApi.call("POST", url, body)""",
+        [url, body],
+    )
+
+
+@pytest.fixture
+def save_note_needs_approval(stack):
+    """save_note waits for its owner's answer. Listed before the page in a test's arguments, so the web and worker
+    processes start with it; the sweeper re-sends a wake-up whose claim skipped a run another transaction held."""
+    stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
+    stack.start_sweeper()
+
+
+def start_task(page, goal):
+    """Starts a task from the Tasks page, as a person does, and waits for its first reply."""
+    page.goto("/tasks/")
+    page.fill("#task-text", goal)
+    page.click("#new-task button[type=submit]")
+    page.wait_for_url("**/tasks/*-*/")
+    last_assistant(page).locator(".status-completed").wait_for()
+
+
+def send_and_wait(page, text, status="completed"):
+    """Sends `text` and waits for its own reply (not the one before it) to reach `status`."""
+    replies = page.locator(".message.role-assistant")
+    before = replies.count()
+    send(page, text)
+    replies.nth(before).locator(f".status-{status}").wait_for(timeout=90_000)
+    return replies.nth(before)

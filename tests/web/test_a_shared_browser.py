@@ -6,13 +6,13 @@ UNSENT = "A's private note that never got through"
 
 
 def leave_a_message_unsent(page):
-    # The network drops for this post only: the command stays pending and its text in the composer.
+    # The network drops for this post only: the command stays pending, shown as a bubble not sent yet.
     page.route("**/api/v1/conversation/messages", lambda route: route.abort())
     page.fill("#message-text", UNSENT)
     page.click("#send")
     page.locator("#composer-note").wait_for()
     page.unroute("**/api/v1/conversation/messages")
-    assert page.input_value("#message-text") == UNSENT
+    page.locator(".message.is-pending", has_text=UNSENT).wait_for()
     assert UNSENT in page.evaluate("() => JSON.stringify(localStorage)")
 
 
@@ -26,7 +26,7 @@ def test_a_pending_message_is_forgotten_at_logout_and_never_sent_as_the_next_use
     browser_page.wait_for_function("() => window.ImpoChat !== undefined")
 
     assert history(browser_page)["messages"] == []
-    assert browser_page.input_value("#message-text") == ""
+    assert browser_page.locator(".message").count() == 0
 
 
 def test_a_pending_message_left_without_logout_is_kept_for_its_own_user_only(site, user, other_user):
@@ -42,5 +42,5 @@ def test_a_pending_message_left_without_logout_is_kept_for_its_own_user_only(sit
     assert UNSENT in page.evaluate("() => JSON.stringify(localStorage)")  # still A's, untouched
     page.context.clear_cookies()
     log_in(page, user)
-    page.locator(".message.role-user", has_text=UNSENT).wait_for()
+    page.locator(".message.role-user:not(.is-pending)", has_text=UNSENT).wait_for()
     assert [m["text"] for m in history(page)["messages"] if m["role"] == "user"] == [UNSENT]

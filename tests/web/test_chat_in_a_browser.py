@@ -96,14 +96,17 @@ def test_a_failed_runs_reason_is_shown_and_survives_a_reload(browser_page, user)
     send(browser_page, "/fail The kettle is offline")
     reply = last_assistant(browser_page)
     reply.locator(".status-failed").wait_for()
-    assert reply.locator(".run-error").inner_text() == "The kettle is offline"
+    sentence = "The assistant failed while answering. Try again."
+    assert reply.locator(".run-error .error-sentence").inner_text() == sentence
+    assert reply.locator(".run-error .error-details code").text_content() == "internal_error: The kettle is offline"
 
     browser_page.reload()
     browser_page.wait_for_selector("#connection[data-state=live]")
 
     reply = last_assistant(browser_page)
     assert reply.locator(".status-failed").inner_text() == "Failed"
-    assert reply.locator(".run-error").inner_text() == "The kettle is offline"
+    assert reply.locator(".run-error .error-sentence").inner_text() == sentence
+    assert reply.locator(".run-error .error-details code").text_content() == "internal_error: The kettle is offline"
 
 
 def test_at_390_pixels_nothing_overflows_sideways_and_the_nav_stays_on_one_line(site, user):
@@ -160,18 +163,19 @@ def test_stop_cancels_the_streaming_reply(browser_page, user, rebyte_double):
     assert reply.locator(".status-cancelled").inner_text() == "Stopped"
 
 
-def test_a_message_that_could_not_be_posted_stays_in_the_composer_and_is_sent_when_the_connection_returns(
-    browser_page, user
-):
+def test_a_message_that_could_not_be_posted_is_a_pending_bubble_sent_when_the_connection_returns(browser_page, user):
     log_in(browser_page, user)
     browser_page.context.set_offline(True)
 
     send(browser_page, "sent from a train")
     browser_page.locator("#composer-note").wait_for()
-    assert browser_page.input_value("#message-text") == "sent from a train"
+    pending = browser_page.locator(".message.is-pending", has_text="sent from a train")
+    assert pending.locator(".pending-note").inner_text() == "Not sent yet"
+    assert browser_page.locator("#connection").get_attribute("data-state") == "offline"
+    assert browser_page.input_value("#message-text") == ""
 
     browser_page.context.set_offline(False)
-    browser_page.locator(".message.role-user", has_text="sent from a train").wait_for()
+    browser_page.locator(".message.role-user:not(.is-pending)", has_text="sent from a train").wait_for()
     last_assistant(browser_page).locator(".status-completed").wait_for()
     assert browser_page.input_value("#message-text") == ""
     assert browser_page.locator("#composer-note").is_hidden()

@@ -104,7 +104,7 @@ def test_a_schedule_the_api_refuses_shows_why_and_saves_nothing(browser_page, us
     submit_plan(browser_page, "Broken", "Never runs.", frequency="cron", cron="not a cron")
 
     browser_page.locator("#schedule-error").wait_for()
-    assert "cron" in browser_page.locator("#schedule-error").inner_text()
+    assert browser_page.get_attribute("#schedule-form [name=cron]", "aria-invalid") == "true"  # marked beside it
     assert plans(browser_page) == []
 
 

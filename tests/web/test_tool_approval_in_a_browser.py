@@ -63,6 +63,6 @@ def test_a_denial_with_a_reason_is_shown_and_told_to_the_agent(save_note_needs_a
 
     reply.locator(".status-completed").wait_for()
     assert reply.locator(".tool").get_attribute("data-state") == "failed"
-    assert reply.locator(".tool-error").inner_text() == "The user denied this call: I have milk"
+    assert reply.locator(".tool-error .error-sentence").inner_text() == "The user denied this call: I have milk"
     expected = "Tool save_note failed: approval_denied: The user denied this call: I have milk"
     assert reply.locator(".text").inner_text() == expected

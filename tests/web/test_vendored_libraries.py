@@ -1,4 +1,4 @@
-"""The Markdown parser and sanitiser the page loads are the npm packages' own files, at the pinned versions."""
+"""The page's Markdown parser, sanitiser and highlighter are the npm packages' own files, at the pinned versions."""
 
 import json
 from pathlib import Path
@@ -12,7 +12,11 @@ JS = ROOT / "tests" / "js"
 
 @pytest.mark.parametrize(
     ("vendored", "package", "packaged"),
-    [("marked.umd.js", "marked", "lib/marked.umd.js"), ("purify.min.js", "dompurify", "dist/purify.min.js")],
+    [
+        ("marked.umd.js", "marked", "lib/marked.umd.js"),
+        ("purify.min.js", "dompurify", "dist/purify.min.js"),
+        ("highlight.min.js", "@highlightjs/cdn-assets", "highlight.min.js"),
+    ],
 )
 def test_a_vendored_library_is_the_locked_npm_packages_file_unchanged(vendored, package, packaged):
     pinned = json.loads((JS / "package.json").read_text())["dependencies"][package]

@@ -99,7 +99,7 @@ def test_a_sound_the_browser_cannot_play_is_reported_as_the_devices_error(browse
     tool = reply.locator(".tool")
     assert tool.get_attribute("data-state") == "failed"
     assert tool.locator(".tool-state").inner_text() == "Failed"
-    assert tool.locator(".tool-error").inner_text() == 'No sound named "kazoo".'
+    assert tool.locator(".tool-error .error-sentence").inner_text() == 'No sound named "kazoo".'
 
 
 # Counts every tone any page of the browser starts, in storage all its tabs share.

@@ -103,12 +103,6 @@
     return results;
   }
 
-  function showError(element, body) {
-    const error = (body && body.error) || { message: "Something went wrong." };
-    element.textContent = error.message;
-    element.hidden = false;
-  }
-
   function isPending(clientMessageId) {
     return pendingCommands().some((c) => c.body.clientMessageId === clientMessageId);
   }
@@ -123,7 +117,6 @@
     pendingCommands,
     isPending,
     isRetryable,
-    showError,
     newId,
   };
 })();

@@ -18,6 +18,9 @@
   const sendButton = document.getElementById("send");
   const sendChoice = document.getElementById("send-choice");
   const composerNote = document.getElementById("composer-note");
+  const announcer = document.getElementById("announcer");
+  const jumpButton = document.getElementById("jump-to-latest");
+  const editNote = document.getElementById("edit-note");
   const conversationId = root.dataset.conversationId;
   const historyUrl = root.dataset.historyUrl;
   const sendUrl = root.dataset.sendUrl;
@@ -45,17 +48,8 @@
     completed: "Done",
     failed: "Failed",
     uncertain: "Couldn't confirm — a person will check",
+    checked_by_staff: "Checked by support",
   };
-  const ERROR_WORDS = {
-    device_timeout: "Your device did not answer in time.",
-    no_device: "No device of yours can run this.",
-    approval_denied: "You denied it.",
-    approval_timeout: "Nobody answered in time, so it was denied.",
-    run_cancelled: "The run was stopped before it was approved.",
-    reconciled_failed: "Resolved by staff as not done.",
-    reconciled_succeeded: "Resolved by staff as done.",
-  };
-
   const state = {
     messages: new Map(), // id -> {id, role, sequence, text, status, error}
     active: new Map(), // submissionId -> {messageId, status}
@@ -75,7 +69,8 @@
   const STEADY_MS = 10000;
   let retryDelay = RETRY_FIRST_MS;
   let openedAt = 0;
-  let failedCommand = null; // the command whose post failed for lack of a connection; its text is in the composer
+  let failedCommand = null; // the command whose post failed for lack of a connection; shown as a pending bubble
+  const announced = new Set(); // replies read out once by the live region
 
   function setConnection(label, value) {
     indicator.dataset.state = label;
@@ -103,6 +98,7 @@
     state.tools = tools;
     state.active = new Map(page.activeSubmissions.map((s) => [s.submissionId, { messageId: s.messageId, status: s.status }]));
     state.lastSeq = page.lastEventSeq;
+    for (const message of messages.values()) if (message.role === "assistant" && message.status !== "pending") announced.add(message.id);
     renderAll();
   }
 
@@ -120,6 +116,18 @@
     const follow = nearBottom();
     draw();
     if (follow) list.scrollTop = list.scrollHeight;
+    drawJump();
+  }
+
+  // "Jump to latest" while the reader is scrolled up, away from the end.
+  function drawJump() {
+    jumpButton.hidden = nearBottom();
+  }
+
+  function jumpToLatest() {
+    list.scrollTop = list.scrollHeight;
+    drawJump();
+    textarea.focus();
   }
 
   function renderAll() {
@@ -150,7 +158,7 @@
     item.dataset.messageId = message.id;
     const label = document.createElement("span");
     label.className = "visually-hidden";
-    label.textContent = message.role === "user" ? "You said:" : "Agent:";
+    label.textContent = message.role === "user" ? "You said:" : "Assistant:";
     const tools = document.createElement("div");
     tools.className = "tools";
     const body = document.createElement("div");
@@ -178,9 +186,49 @@
       else node.body.textContent = message.text;
       node.drawnText = message.text;
     }
-    if (message.role !== "assistant") return;
+    if (message.role !== "assistant") return drawUserFooter(message, node);
     drawTools(id, node);
     drawFooter(message, node);
+    announceIfFinished(message);
+  }
+
+  // The live region reads each finished reply once (never its chunks while it streams).
+  function announceIfFinished(message) {
+    if (liveStatusOf(message.id) || announced.has(message.id)) return;
+    if (!["completed", "failed", "cancelled"].includes(message.status)) return;
+    announced.add(message.id);
+    const words = message.status === "completed" ? message.text.slice(0, 500) : ImpoUi.sentenceFor(message.error);
+    announcer.textContent = `Assistant replied: ${words}`;
+  }
+
+  function lastUserMessageId() {
+    let last = null;
+    for (const message of state.messages.values()) if (message.role === "user" && (!last || message.sequence > last.sequence)) last = message;
+    return last && last.id;
+  }
+
+  // The time it was sent, and on the last one an Edit that puts its text back in the composer: sending it
+  // then is a new message; the old one stays in the history.
+  function drawUserFooter(message, node) {
+    const parts = [];
+    if (message.createdAt) parts.push(ImpoUi.timeElement(message.createdAt));
+    if (message.id === lastUserMessageId()) {
+      parts.push(button("Edit", "link edit-message", () => startEdit(message), `Edit and send again: ${message.text.slice(0, 40)}`));
+    }
+    node.footer.replaceChildren(...parts);
+  }
+
+  function startEdit(message) {
+    textarea.value = message.text;
+    editNote.hidden = false;
+    growComposer();
+    drawChrome();
+    textarea.focus();
+    textarea.setSelectionRange(textarea.value.length, textarea.value.length);
+  }
+
+  function endEdit() {
+    editNote.hidden = true;
   }
 
   function drawTools(messageId, node) {
@@ -206,7 +254,8 @@
         node.tools.append(row);
       }
       const waiting = tool.device || liveStatusOf(messageId) === "waiting_device";
-      const shown = tool.state === "requested" && waiting ? "waiting_device" : tool.state;
+      const byStaff = (tool.output && tool.output.reconciled) || (tool.errorCode || "").startsWith("reconciled_");
+      const shown = byStaff ? "checked_by_staff" : tool.state === "requested" && waiting ? "waiting_device" : tool.state;
       row.className = `tool tool-${tool.state}`;
       row.dataset.state = tool.state;
       row.querySelector(".tool-name").textContent = tool.toolName;
@@ -230,12 +279,16 @@
       parts.push(heading, pre);
     };
     if (tool.input !== undefined && tool.input !== null && tool.input !== "") block("Arguments", tool.input);
-    if (tool.output && tool.output.reconciled) parts.push(paragraph("tool-note", "Resolved by staff as done."));
+    if (tool.output && tool.output.reconciled) parts.push(paragraph("tool-note", ImpoUi.sentenceFor({ code: "reconciled_succeeded" })));
     else if (tool.output !== undefined && tool.output !== null) block("Output", tool.output);
-    // A staff decision is shown as such, never with the wording (or name) the desk recorded it with.
-    const staff = tool.errorCode && tool.errorCode.startsWith("reconciled_");
-    const problem = staff ? ERROR_WORDS[tool.errorCode] : tool.errorMessage || ERROR_WORDS[tool.errorCode] || tool.errorCode;
-    if (problem) parts.push(paragraph("tool-error", problem));
+    // A staff decision is shown as such, never with the wording (or name) the desk recorded it with; other
+    // failures in the tool's own words (written for the person: "No sound named …"), the code under Details.
+    if (tool.errorCode && tool.errorCode.startsWith("reconciled_")) parts.push(paragraph("tool-error", ImpoUi.sentenceFor({ code: tool.errorCode })));
+    else if (tool.errorCode || tool.errorMessage) {
+      const problem = paragraph("tool-error", "");
+      ImpoUi.describeError(problem, { code: tool.errorCode, message: tool.errorMessage }, tool.errorMessage);
+      parts.push(problem);
+    }
     return parts;
   }
 
@@ -280,12 +333,12 @@
       }
       return decide(approval.approvalId, { decision: "approve", arguments: edited }, problem);
     });
-    const deny = button("Deny", "approval-deny", () => {
+    const deny = button("Deny", "secondary approval-deny", () => {
       const body = { decision: "deny" };
       if (reason.value.trim()) body.reason = reason.value;
       return decide(approval.approvalId, body, problem);
     });
-    const edit = button("Edit", "approval-edit", () => {
+    const edit = button("Edit", "secondary approval-edit", () => {
       argumentsLabel.hidden = false;
       edit.hidden = true;
       approve.textContent = "Approve with these arguments";
@@ -297,11 +350,12 @@
     box.replaceChildren(note, argumentsLabel, reasonLabel, actions, problem);
   }
 
-  function button(label, className, onClick) {
+  function button(label, className, onClick, accessibleName) {
     const element = document.createElement("button");
     element.type = "button";
     element.className = className;
     element.textContent = label;
+    if (accessibleName) element.setAttribute("aria-label", accessibleName);
     element.addEventListener("click", onClick);
     return element;
   }
@@ -317,9 +371,11 @@
       ...body,
       clientDecisionId: ImpoApi.newId(),
     });
-    if (result.ok) return;
-    const error = result.body && result.body.error ? result.body.error : {};
-    showProblem(problem, error.message || "The answer was not saved.");
+    if (result.ok) {
+      textarea.focus(); // the choice is gone from the page: focus goes back where the person types
+      return;
+    }
+    ImpoUi.showError(problem, result.body);
     // Answered elsewhere (409) or too late (410): the history has what was decided.
     if (result.status === 409 || result.status === 410) await loadHistory();
   }
@@ -344,17 +400,41 @@
       parts.push(typing);
     }
     const badge = document.createElement("span");
-    // A finished reply needs no badge on screen; screen readers still hear that it finished.
-    badge.className = `status status-${status}${status === "completed" ? " visually-hidden" : ""}`;
+    // A finished reply needs no badge on screen; screen readers still hear that it finished. A wait that a tool
+    // row of the reply already says ("Waiting for your approval") is not said twice.
+    const said = RUN_WORDS[status] !== undefined ? RUN_WORDS[status] : status;
+    const toldByTool = [...node.tools.querySelectorAll(".tool-state")].some((words) => words.textContent === said);
+    const quiet = status === "completed" || toldByTool;
+    badge.className = `status status-${status}${quiet ? " visually-hidden" : ""}`;
     badge.dataset.status = status;
-    badge.textContent = RUN_WORDS[status] !== undefined ? RUN_WORDS[status] : status;
+    badge.textContent = said;
     parts.push(badge);
+    if (!live && message.createdAt) parts.push(ImpoUi.timeElement(message.createdAt));
+    if (!live && message.text) parts.push(ImpoUi.copyButton("Copy reply", () => message.text));
     const error = message.error;
-    if (error && (status === "failed" || status === "pending_reconciliation")) {
-      parts.push(paragraph("error run-error", error.message || error.code));
+    if (status === "failed" || status === "pending_reconciliation") {
+      const problem = paragraph("error run-error", "");
+      ImpoUi.describeError(problem, error || { code: status });
+      parts.push(problem);
+    }
+    if (status === "failed" && !live && message.submissionId) {
+      parts.push(button("Try again", "try-again", (event) => tryAgain(message, event.currentTarget)));
     }
     node.footer.replaceChildren(...parts);
     node.item.classList.toggle("is-active", Boolean(live));
+  }
+
+  // "Try again": the same submission queued as a new attempt (its text and error are cleared by the
+  // `submission.accepted` the server projects again). One id per click, so a lost answer can be re-posted.
+  async function tryAgain(message, control) {
+    control.disabled = true;
+    errorBox.hidden = true;
+    const result = await ImpoApi.call("POST", `/api/v1/submissions/${message.submissionId}/retry`, { clientRetryId: ImpoApi.newId() });
+    control.disabled = false;
+    if (!result.ok) ImpoUi.showError(errorBox, result.body);
+    if (result.status === 409) await loadHistory();
+    announced.delete(message.id);
+    textarea.focus();
   }
 
   // The parts of the page that depend on the whole conversation: the empty state and Send/Stop.
@@ -369,10 +449,15 @@
   const handlers = {
     "submission.accepted"(event) {
       const { userMessage, assistantMessage, submissionId } = event.payload;
-      state.messages.set(userMessage.id, { ...userMessage, role: "user", status: "completed" });
-      state.messages.set(assistantMessage.id, { ...assistantMessage, role: "assistant", text: "", status: "pending" });
+      const previousLast = lastUserMessageId();
+      const sent = (state.messages.get(userMessage.id) || {}).createdAt || event.createdAt;
+      state.messages.set(userMessage.id, { ...userMessage, role: "user", status: "completed", createdAt: sent });
+      state.messages.set(assistantMessage.id, { ...assistantMessage, role: "assistant", text: "", status: "pending", createdAt: event.createdAt, submissionId });
+      announced.delete(assistantMessage.id);
+      // A retry starts the reply again: what its failed attempt showed (tool rows) is not this attempt's.
+      for (const [callId, tool] of state.tools) if (tool.messageId === assistantMessage.id) state.tools.delete(callId);
       state.active.set(submissionId, { messageId: assistantMessage.id, status: "queued" });
-      return [userMessage.id, assistantMessage.id];
+      return [previousLast, userMessage.id, assistantMessage.id];
     },
     "run.started"(event) {
       return setActive(event.submissionId, "running");
@@ -474,6 +559,9 @@
     for (const id of Array.isArray(touched) ? touched : [touched]) if (id) renderMessage(id);
   }
 
+  // The browser says when it has no network: the header says so at once, not after a socket times out.
+  window.addEventListener("offline", () => setConnection("offline", "offline"));
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/v1/conversations/${conversationId}/?after=${state.lastSeq}`);
@@ -489,6 +577,8 @@
       if (refused) {
         const why = event.reason || "The server refused the connection.";
         setConnection("refused", `${why} Retrying in ${Math.ceil(wait / 1000)} s.`);
+      } else if (!navigator.onLine) {
+        setConnection("offline", "offline");
       } else {
         setConnection("reconnecting", "reconnecting…");
       }
@@ -523,25 +613,47 @@
   // A post that failed for lack of a connection keeps its text in the composer and its command (and
   // clientMessageId) in the pending store; it is posted again when the socket comes back.
   async function deliver(command) {
+    drawPending();
     const result = await ImpoApi.post(command);
     if (result.ok) {
-      if (failedCommand === command) {
-        failedCommand = null;
-        if (textarea.value === command.body.text) textarea.value = "";
-      }
+      if (failedCommand === command) failedCommand = null;
       noteComposer("");
     } else if (ImpoApi.isRetryable(result)) {
       failedCommand = command;
-      if (!textarea.value) textarea.value = command.body.text;
       noteComposer("Not sent yet: it will be sent when the connection returns.");
     } else {
       failedCommand = null;
       if (!textarea.value) textarea.value = command.body.text;
       noteComposer("");
-      ImpoApi.showError(errorBox, result.body);
+      ImpoUi.showError(errorBox, result.body);
     }
+    drawPending();
     drawChrome();
     return result;
+  }
+
+  // Messages posted but not yet answered (the pending store, which outlives a reload) are bubbles at the end of
+  // the list, marked as not sent yet; each goes once the server has it (its own bubble comes from the events).
+  function drawPending() {
+    withScrollKept(() => {
+      const waiting = ImpoApi.pendingCommands().filter((command) => command.url === sendUrl);
+      for (const item of [...list.querySelectorAll(".is-pending")]) item.remove();
+      for (const command of waiting) {
+        const item = document.createElement("li");
+        item.className = "message role-user is-pending";
+        item.dataset.clientMessageId = command.body.clientMessageId;
+        const body = document.createElement("div");
+        body.className = "text";
+        body.textContent = command.body.text;
+        const footer = document.createElement("div");
+        footer.className = "footer";
+        const failed = failedCommand && failedCommand.body.clientMessageId === command.body.clientMessageId;
+        footer.append(paragraph("pending-note", failed || !navigator.onLine ? "Not sent yet" : "Sending…"));
+        item.append(body, footer);
+        list.append(item);
+      }
+      drawChrome();
+    });
   }
 
   async function resendFailed() {
@@ -555,6 +667,11 @@
     sendChoice.querySelector("button").focus();
   }
 
+  function closeSendChoice() {
+    sendChoice.hidden = true;
+    textarea.focus();
+  }
+
   async function send(policy) {
     const text = textarea.value;
     if (!text.trim()) return;
@@ -564,16 +681,13 @@
     }
     sendChoice.hidden = true;
     errorBox.hidden = true;
-    if (failedCommand && failedCommand.body.text === text) {
-      await deliver(failedCommand); // the same message again, under its first id
-      return;
-    }
-    if (failedCommand) ImpoApi.forget(failedCommand); // replaced by what the person typed since
-    failedCommand = null;
+    endEdit();
+    textarea.focus();
     const fields = isDevice ? { text, deviceId: ImpoDevice.id } : { text };
     if (policy) fields.messagePolicy = policy;
     const command = ImpoApi.command(sendUrl, fields);
     textarea.value = "";
+    growComposer();
     drawChrome();
     await deliver(command);
   }
@@ -588,6 +702,13 @@
     else send();
   });
   textarea.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !editNote.hidden) {
+      textarea.value = "";
+      endEdit();
+      growComposer();
+      drawChrome();
+      return;
+    }
     if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
     event.preventDefault();
     send();
@@ -595,20 +716,43 @@
   sendChoice.addEventListener("click", (event) => {
     const choice = event.target.closest("button[data-policy]");
     if (choice) send(choice.dataset.policy);
+    else if (event.target.closest("#send-choice-cancel")) closeSendChoice();
   });
-  textarea.addEventListener("input", drawChrome);
-  window.addEventListener("online", resendFailed);
+  sendChoice.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeSendChoice();
+  });
+  // The composer grows with its text, up to a third of the screen, then scrolls.
+  function growComposer() {
+    textarea.style.height = "auto";
+    textarea.style.height = `${Math.min(textarea.scrollHeight + 2, window.innerHeight / 3)}px`;
+  }
+  textarea.addEventListener("input", () => {
+    growComposer();
+    drawChrome();
+  });
+  list.addEventListener("scroll", drawJump);
+  jumpButton.addEventListener("click", jumpToLatest);
+  window.addEventListener("online", () => {
+    if (indicator.dataset.state !== "offline") return resendFailed();
+    // The socket may have outlived the outage (then it is live again), or be reconnecting on its own.
+    if (socket && socket.readyState === WebSocket.OPEN) setConnection("live", "live");
+    else setConnection("reconnecting", "reconnecting…");
+    resendFailed();
+  });
+  window.addEventListener("offline", drawPending);
 
   (async function start() {
     if (isDevice) await ImpoDevice.register();
     await loadHistory();
+    drawPending();
     list.scrollTop = list.scrollHeight;
     connect();
     for (const result of await ImpoApi.resendPending(sendUrl)) {
-      if (!result.ok && !ImpoApi.isRetryable(result)) ImpoApi.showError(errorBox, result.body);
+      if (!result.ok && !ImpoApi.isRetryable(result)) ImpoUi.showError(errorBox, result.body);
     }
+    drawPending();
     if (isDevice) await ImpoDevice.check();
-  })().catch((error) => ImpoApi.showError(errorBox, { error: { message: String(error) } }));
+  })().catch((error) => ImpoUi.showError(errorBox, { error: { message: String(error) } }));
 
   window.ImpoChat = { state };
 })();

@@ -1,6 +1,8 @@
 // Agent text as Markdown, made safe: marked parses it (raw HTML included, as Markdown allows) and DOMPurify
 // then keeps only inert formatting. No element may run script: no event handlers, no <script>/<style>, no
 // images or frames (which fetch on their own), and only http(s)/mailto links, which open in a new tab.
+// Code blocks are coloured by highlight.js from their text after sanitising (its output is that text, escaped,
+// in <span class="hljs-…">), and each gets a copy button.
 (function () {
   "use strict";
 
@@ -11,6 +13,13 @@
     FORBID_ATTR: ["style", "class", "id"],
     ALLOW_DATA_ATTR: false,
   };
+
+  const LANGUAGE_CLASS = /^language-[\w+#-]{1,32}$/;
+
+  // The one class kept: a fenced block's language (```python), which picks the highlighter's grammar.
+  DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+    if (node.tagName === "CODE" && data.attrName === "class" && LANGUAGE_CLASS.test(data.attrValue)) data.forceKeepAttr = true;
+  });
 
   DOMPurify.addHook("afterSanitizeAttributes", (node) => {
     if (node.tagName !== "A") return;
@@ -23,9 +32,26 @@
     node.setAttribute("rel", "noopener noreferrer nofollow");
   });
 
+  function highlight(code) {
+    const named = (code.className.match(LANGUAGE_CLASS) || [""])[0].replace("language-", "");
+    const text = code.textContent;
+    const result = named && hljs.getLanguage(named) ? hljs.highlight(text, { language: named }) : hljs.highlightAuto(text);
+    code.innerHTML = result.value;
+    code.classList.add("hljs");
+  }
+
   function render(text) {
     const html = marked.parse(text, { gfm: true, breaks: true, async: false });
-    return DOMPurify.sanitize(html, { ...CONFIG, RETURN_DOM_FRAGMENT: true });
+    const fragment = DOMPurify.sanitize(html, { ...CONFIG, RETURN_DOM_FRAGMENT: true });
+    for (const code of fragment.querySelectorAll("pre > code")) {
+      highlight(code);
+      const block = document.createElement("div");
+      block.className = "code-block";
+      const pre = code.parentElement;
+      pre.replaceWith(block);
+      block.append(ImpoUi.copyButton("Copy code", () => code.textContent), pre);
+    }
+    return fragment;
   }
 
   window.ImpoMarkdown = { render };

@@ -25,7 +25,7 @@
   let plans = [];
 
   function fail(body) {
-    ImpoApi.showError(errorBox, body);
+    ImpoUi.showError(errorBox, body);
   }
 
   function element(tag, className, text) {
@@ -137,8 +137,51 @@
     draw();
   }
 
+  // A refused form marks every field the API named (`error.fields`), each with its words beside it.
+  const FIELD_ELEMENTS = {
+    title: "[name=title]",
+    goal: "[name=goal]",
+    enabled: "[name=enabled]",
+    "schedule.frequency": "[name=frequency]",
+    "schedule.timeZone": "[name=timeZone]",
+    "schedule.runAt": "[name=runAt]",
+    "schedule.time": "[name=time]",
+    "schedule.cron": "[name=cron]",
+    "schedule.weekdays": ".weekdays",
+  };
+
+  function fieldSentence(message) {
+    if (/blank|required|may not be null/i.test(message)) return "Fill this in.";
+    const text = message.replace(/\.$/, "");
+    return /^[a-z]/.test(text) ? `This ${text}.` : `${text}.`;
+  }
+
+  function clearFieldErrors() {
+    for (const note of form.querySelectorAll(".field-error")) note.remove();
+    for (const field of form.querySelectorAll("[aria-invalid]")) {
+      field.removeAttribute("aria-invalid");
+      field.removeAttribute("aria-describedby");
+    }
+  }
+
+  function markFields(fields) {
+    let first = null;
+    for (const [path, message] of Object.entries(fields || {})) {
+      const field = FIELD_ELEMENTS[path] && form.querySelector(FIELD_ELEMENTS[path]);
+      if (!field) continue;
+      const note = element("span", "error field-error", fieldSentence(message));
+      note.id = `schedule-error-${path.replace(/\W/g, "-")}`;
+      field.setAttribute("aria-invalid", "true");
+      field.setAttribute("aria-describedby", note.id);
+      (field.closest("label, fieldset") || field).append(note);
+      first = first || field;
+    }
+    if (first) first.focus();
+  }
+
   async function afterRefusal(result) {
     fail(result.body);
+    if (result.body && result.body.error) markFields(result.body.error.fields);
     if (result.status === 409 || result.status === 410) await load(); // changed or deleted elsewhere
   }
 
@@ -217,6 +260,7 @@
   }
 
   function resetForm() {
+    clearFieldErrors();
     form.reset();
     form.id.value = "";
     form.revision.value = "";
@@ -254,6 +298,7 @@
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     errorBox.hidden = true;
+    clearFieldErrors();
     const content = {
       title: form.title.value,
       goal: form.goal.value,

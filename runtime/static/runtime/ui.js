@@ -1,0 +1,171 @@
+// What every page shares: words for error codes, times people read, copy buttons and the colour theme.
+//
+// Codes stay in the API; a person reads a sentence that says what happened and what to do, and can open
+// "Details" for the code and the server's message (what support asks for). One table, used by the chat,
+// the tasks and the schedules pages.
+(function () {
+  "use strict";
+
+  const ERROR_WORDS = {
+    network: "You seem to be offline. It will be sent when the connection returns.",
+    bad_response: "The server answered with something unexpected. Try again in a moment.",
+    service_unavailable: "The server could not save this just now. Try again in a moment.",
+    rate_limited: "That was a lot at once. Wait a moment, then try again.",
+    unauthorized: "You were logged out. Log in again to go on.",
+    not_found: "This is gone, or it belongs to another account. Reload the page.",
+    invalid_request: "Something in the form needs fixing; see the marked fields.",
+    request_too_large: "That is too long to send. Shorten it and try again.",
+    idempotency_conflict: "This was already sent with different content. Reload the page and send it again.",
+    run_in_progress: "A reply is still running. Wait for it, or stop it, then send.",
+    not_retryable: "This reply can no longer be tried again. Reload the page to see where it stands.",
+    approval_conflict: "This was already answered, maybe on another device.",
+    approval_expired: "Too late: nobody answered in time, so it was denied.",
+    approval_cancelled: "The reply was stopped, so there is nothing to answer.",
+    schedule_changed: "The schedule was changed elsewhere. The list is fresh again: make your change once more.",
+    schedule_deleted: "The schedule was deleted elsewhere.",
+    schedule_limit_reached: "You have as many schedules as allowed. Delete one to add another.",
+    schedule_in_past: "That time has passed. Pick a time in the future.",
+    invalid_task_schedule: "The schedule needs fixing; see the marked field.",
+    // How a reply ends badly: the run's error code.
+    provider_error: "The assistant could not be reached. Try again.",
+    provider_rejected: "The assistant could not be reached. Try again.",
+    provider_unavailable: "The assistant could not be reached. Try again.",
+    internal_error: "The assistant failed while answering. Try again.",
+    failed_by_staff: "Support stopped this reply. Try again, or ask them why.",
+    device_timeout: "Your device did not answer in time. Keep this page open and try again.",
+    no_device: "No device of yours can do this. Open the chat on a device that can, then try again.",
+    approval_denied: "You denied it.",
+    approval_timeout: "Nobody answered in time, so it was denied.",
+    run_cancelled: "The reply was stopped before it was approved.",
+    reconciled_failed: "Support checked: it did not happen.",
+    reconciled_succeeded: "Support checked: it did happen.",
+    pending_reconciliation: "It is not clear whether this happened. Support will check; nothing to do for now.",
+  };
+  const FALLBACK = "Something went wrong. Try again.";
+
+  function sentenceFor(error) {
+    return (error && ERROR_WORDS[error.code]) || FALLBACK;
+  }
+
+  // `error` is an ICA error object ({code, message}); the element gets the sentence (or `words`, when what failed
+  // already wrote them for a person, as a tool or a device does) and a Details toggle with the code.
+  function describeError(element, error, words) {
+    const sentence = document.createElement("span");
+    sentence.className = "error-sentence";
+    sentence.textContent = words || sentenceFor(error);
+    const parts = [sentence];
+    if (error && (error.code || error.message)) {
+      const details = document.createElement("details");
+      details.className = "error-details";
+      const summary = document.createElement("summary");
+      summary.textContent = "Details";
+      const code = document.createElement("code");
+      code.textContent = [error.code, error.message].filter(Boolean).join(": ");
+      details.append(summary, code);
+      parts.push(details);
+    }
+    element.replaceChildren(...parts);
+  }
+
+  function showError(element, body) {
+    describeError(element, (body && body.error) || null);
+    element.hidden = false;
+  }
+
+  // --- time --------------------------------------------------------------------------------------------
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  const STEPS = [
+    [60, "second"],
+    [60, "minute"],
+    [24, "hour"],
+    [7, "day"],
+    [4.345, "week"],
+    [12, "month"],
+    [Infinity, "year"],
+  ];
+
+  function relativeTime(iso, now = Date.now()) {
+    let amount = (new Date(iso).getTime() - now) / 1000;
+    if (Math.abs(amount) < 45) return "just now";
+    for (const [size, unit] of STEPS) {
+      if (Math.abs(amount) < size) return relative.format(Math.round(amount), unit);
+      amount /= size;
+    }
+    return exact.format(new Date(iso));
+  }
+
+  // A <time> saying "5 minutes ago", the exact time (in the browser's zone) on hover.
+  function timeElement(iso, className = "when") {
+    const element = document.createElement("time");
+    element.className = className;
+    element.dateTime = iso;
+    drawTime(element);
+    return element;
+  }
+
+  function drawTime(element) {
+    const when = new Date(element.dateTime);
+    element.textContent = relativeTime(element.dateTime);
+    element.title = exact.format(when);
+  }
+
+  // Relative times age: every <time class="when"> on the page (the server's too) is redrawn each half minute.
+  document.querySelectorAll("time.when").forEach(drawTime);
+  setInterval(() => document.querySelectorAll("time.when").forEach(drawTime), 30_000);
+
+  // --- copy ----------------------------------------------------------------------------------------------
+  function copyButton(label, textOf) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy";
+    button.textContent = "Copy";
+    button.setAttribute("aria-label", label);
+    button.addEventListener("click", async () => {
+      let copied = true;
+      try {
+        await navigator.clipboard.writeText(textOf());
+      } catch (error) {
+        copied = false;
+      }
+      button.textContent = copied ? "Copied" : "Copy failed";
+      button.dataset.copied = copied ? "yes" : "no";
+      setTimeout(() => {
+        button.textContent = "Copy";
+        delete button.dataset.copied;
+      }, 2000);
+    });
+    return button;
+  }
+
+  // --- theme ---------------------------------------------------------------------------------------------
+  // `prefers-color-scheme` until the person picks one; the pick is remembered by this browser.
+  const THEME_KEY = "impo.theme";
+  const darkQuery = window.matchMedia("(prefers-color-scheme: dark)");
+
+  function chosenTheme() {
+    const saved = localStorage.getItem(THEME_KEY);
+    return saved === "dark" || saved === "light" ? saved : null;
+  }
+
+  function applyTheme() {
+    const theme = chosenTheme() || (darkQuery.matches ? "dark" : "light");
+    document.documentElement.dataset.theme = theme;
+    const toggle = document.getElementById("theme-toggle");
+    if (toggle) {
+      toggle.setAttribute("aria-pressed", String(theme === "dark"));
+    }
+  }
+
+  darkQuery.addEventListener("change", applyTheme);
+  const toggle = document.getElementById("theme-toggle");
+  if (toggle) {
+    toggle.addEventListener("click", () => {
+      localStorage.setItem(THEME_KEY, document.documentElement.dataset.theme === "dark" ? "light" : "dark");
+      applyTheme();
+    });
+  }
+  applyTheme();
+
+  window.ImpoUi = { sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
+})();

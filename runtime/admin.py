@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 
 from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
 from runtime import (
-    execution,
+    retries,
     services,
     tool_admin,  # noqa: F401  (the tools app's models: their staff actions are runtime's writes)
 )
@@ -43,7 +43,7 @@ def _is_failed(run) -> bool:
 
 
 def _retry(request, run) -> str | None:
-    outcome = execution.staff_retry_failed_run(run.id, actor=request.user, batch=uuid.uuid4())
+    outcome = retries.staff_retry_failed_run(run.id, actor=request.user, batch=uuid.uuid4())
     if outcome != StaffRunActionOutcome.QUEUED_AGAIN:
         return None
     return "Queued again: the same submission gets a new attempt, and its owner sees the reply live again."
@@ -114,7 +114,7 @@ class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
 
     @admin.action(description="Failed: retry (same submission, a new attempt)", permissions=["resolve"])
     def retry_failed(self, request, queryset):
-        self._audited_on_each(request, queryset, "Retry", execution.staff_retry_failed_run)
+        self._audited_on_each(request, queryset, "Retry", retries.staff_retry_failed_run)
 
     @admin.action(description="Cancel the selected runs (finished ones stay as they are)", permissions=["resolve"])
     def cancel_selected(self, request, queryset):

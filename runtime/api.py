@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from impo.openapi import WRITE_ERRORS, responses
 from impo.serializers import StrictSerializer, validated
 from impo.views import IcaAPIView
-from runtime import execution, limits, selectors, services
+from runtime import limits, retries, selectors, services
 from runtime.serializers import (
     ConversationPageQuerySerializer,
     ConversationPageSerializer,
@@ -192,9 +192,7 @@ class SubmissionRetryView(IcaAPIView):
     )
     def post(self, request, submission_id: uuid.UUID):
         client_retry_id = validated(RetryCommandSerializer, request.data).validated_data["clientRetryId"]
-        execution.owner_retry_failed_run(
-            owner=request.user, submission_id=submission_id, client_retry_id=client_retry_id
-        )
+        retries.owner_retry_failed_run(owner=request.user, submission_id=submission_id, client_retry_id=client_retry_id)
         submission = selectors.submission_for_owner(request.user, submission_id)
         return Response(selectors.submission_to_wire(submission), status=202)
 

@@ -35,7 +35,7 @@ from rebyte.provider import provider_gateway
 from runtime import healing, run_input, selectors, services
 from runtime.coalescing import Coalescer
 from runtime.heartbeat import HeldLease, process_heartbeat
-from runtime.models import Run, RunState, StaffRunActionOutcome
+from runtime.models import Run, RunState
 from runtime.worker_threads import LiveStream, pause
 from tools import dispatch
 from tools import services as tool_services
@@ -484,25 +484,3 @@ class _RunDriver:
                     services.leave_waiting_device(run)
                 return receipt
             pause(DEVICE_POLL_SECONDS)
-
-
-# --- staff -----------------------------------------------------------------------------------------
-
-
-def staff_retry_failed_run(run_id, *, actor, batch) -> str:
-    """Staff's retry of a failed run (same submission, new attempt): runtime queues it again and the binding to
-    the provider's failed turn is dropped in the same transaction, so the new attempt opens a turn of its own."""
-    with transaction.atomic(durable=True):
-        run = services.lock_run_for_staff(run_id)
-        outcome = services.reopen_failed_run(run, actor=actor, batch=batch)
-        if outcome == StaffRunActionOutcome.QUEUED_AGAIN:
-            rebyte_services.forget_remote_turn(run)
-        return outcome
-
-
-def owner_retry_failed_run(*, owner, submission_id, client_retry_id: uuid.UUID) -> None:
-    """The owner's "Try again": staff's retry, of a failed run of their own (`services.reopen_owned_failed_run`)."""
-    with transaction.atomic(durable=True):
-        run = services.reopen_owned_failed_run(owner=owner, submission_id=submission_id, retry_id=client_retry_id)
-        if run is not None:  # queued again now, not a replay
-            rebyte_services.forget_remote_turn(run)

@@ -83,8 +83,10 @@ def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_pro
     rebyte_double.fault("list_agents", "http_error", status=503, times=LISTING_ATTEMPTS)
     stack.start_worker()
     wait_until(
-        lambda: Run.objects.filter(state=RunState.PENDING_RECONCILIATION).count() == 1
-        and Run.objects.filter(state=RunState.COMPLETED).count() == MESSAGES - 1,
+        lambda: (
+            Run.objects.filter(state=RunState.PENDING_RECONCILIATION).count() == 1
+            and Run.objects.filter(state=RunState.COMPLETED).count() == MESSAGES - 1
+        ),
         timeout=90,
         what="a parked run and the others completed",
     )

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from rebyte.models import RemoteTurn
-from runtime import execution, selectors
+from runtime import retries, selectors
 from runtime.models import Event, EventType, Message, Run, RunState, StaffRunAction
 from tests.factories import UserFactory
 from tests.processes import wait_until
@@ -84,7 +84,7 @@ def test_retrying_resets_the_failure_and_drops_the_binding_to_the_failed_turn(ap
     run = failed(post_message(api, "m-1"))
     RemoteTurn.objects.create(run=run, turn_id="turn-that-failed", projected={"item-1": 3})
 
-    outcome = execution.staff_retry_failed_run(run.id, actor=staff, batch=uuid.uuid4())
+    outcome = retries.staff_retry_failed_run(run.id, actor=staff, batch=uuid.uuid4())
 
     assert outcome == "queued_again"
     run.refresh_from_db()

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState
+from tests.devices import register_device
 from tests.factories import UserFactory
 from tools import services
 from tools.definitions import EVERYWHERE, MAIN_CHAT_ONLY
@@ -302,9 +303,7 @@ def test_an_answer_after_the_deadline_is_gone_even_before_the_sweeper_passed(api
 
 def test_an_approved_device_call_opens_its_invocation_only_then(api, settings):
     settings.IMPO_TOOL_APPROVAL = {}
-    device_id = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    ).json()["deviceId"]
+    device_id = register_device(api)
     call = parked_call(
         api, '/tool play_sound {"sound": "chime"}', device_id=device_id, name="play_sound", arguments={"sound": "chime"}
     )

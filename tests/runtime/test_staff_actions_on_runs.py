@@ -15,18 +15,6 @@ from tests.runs import finished_run
 RUNS = "/admin/runtime/run/"
 
 
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def desk(staff) -> Client:
-    client = Client()
-    client.force_login(staff)
-    return client
-
-
 def post_message(api, client_message_id: str, text: str = "hello") -> Run:
     response = api.post(
         "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"

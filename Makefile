@@ -21,8 +21,11 @@ run: install database
 	$(RUN_ENV) $(BIN)/python manage.py ensure_demo_user
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
+# The suite in parallel: TEST_WORKERS pytest-xdist workers, each a test session of its own (tests/isolation.py);
+# tests go one by one to the next free worker, those of an xdist_group together. TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 3
 test: install database browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # A longer, wider chaos run than the suite's; IMPO_CHAOS_SEED replays one. Prints its figures.
 chaos: install database

@@ -16,7 +16,8 @@ from scheduling.workflows import workflow_id
 from tests.processes import free_port, wait_until
 from tests.scheduling.plans import create, cron, once, plan_url, seconds_from_now, update
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# One xdist worker runs the module, so its Temporal worker process (a module fixture) starts once.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("temporal-plans")]
 
 FIRE_TIMEOUT = 30
 

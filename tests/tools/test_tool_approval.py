@@ -7,13 +7,11 @@ worker-driven path, with real processes, is in test_tool_approval_by_workers.
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState
 from tests.devices import register_device
-from tests.factories import UserFactory
 from tools import services
 from tools.definitions import EVERYWHERE, MAIN_CHAT_ONLY
 from tools.models import (
@@ -332,12 +330,9 @@ def test_a_call_that_asked_no_approval_has_none_to_answer(api, settings):
     assert (response.status_code, error_code(response)) == (404, "not_found")
 
 
-def test_the_admin_lists_pending_approvals_oldest_first(api, other_api, save_note_needs_approval):
+def test_the_admin_lists_pending_approvals_oldest_first(api, other_api, save_note_needs_approval, desk):
     older = parked_call(api)
     newer = parked_call(other_api)
-    staff = UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
-    desk = Client()
-    desk.force_login(staff)
 
     index = desk.get("/admin/").content.decode()
     page = desk.get("/admin/tools/toolapproval/?status__exact=pending").content.decode()

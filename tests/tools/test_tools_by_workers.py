@@ -11,13 +11,11 @@ import psycopg
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
-from django.test import Client
 
 from impo.errors import Conflict
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
 from tests.devices import claim, device_answers, register_device, report
-from tests.factories import UserFactory
 from tests.processes import wait_until
 from tests.runs import run_of, settled_run
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
@@ -249,25 +247,19 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
     assert (call.state, call.attempts) == (ToolCallState.UNCERTAIN, 1)
 
 
-def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api):
+def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api, staff, desk):
     device_stack.start_worker()
     submission_id = post_message(api, PLAY_CHIME, device_id=register_device(api))
     settled_run(submission_id)
     call = ToolCall.objects.get()
-    staff = UserFactory(username="operator", is_staff=True, is_superuser=True)
-    browser = Client()
-    browser.force_login(staff)
-
-    response = browser.post(
-        "/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]}
-    )
+    response = desk.post("/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]})
 
     assert response.status_code == 302
     call.refresh_from_db()
     assert (call.state, call.resolution_note) == (ToolCallState.FAILED, "resolved by staff")
     finding = Event.objects.filter(submission_id=submission_id, type=EventType.TOOL_COMPLETED).last()
     assert finding.payload["resolvedByStaff"] is True
-    assert "operator" not in json.dumps(finding.payload)
+    assert staff.username not in json.dumps(finding.payload)
     assert LogEntry.objects.filter(
         user=staff, object_id=str(call.id), change_message="resolved: the action did not happen"
     ).exists()

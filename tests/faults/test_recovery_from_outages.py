@@ -22,9 +22,6 @@ from tests.chaos.websocket import WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
 from tests.processes import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 
-# The outages happen one after another on one stack (a module fixture): one xdist worker runs them all.
-pytestmark = pytest.mark.xdist_group("faults")
-
 SWEEP_SECONDS = 0.3
 SETTLE_BOUND_SECONDS = Stack.LEASE_SECONDS + SWEEP_SECONDS + 10
 TERMINAL = ("completed", "failed", "cancelled")

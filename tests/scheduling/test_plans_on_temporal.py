@@ -16,8 +16,7 @@ from scheduling.workflows import workflow_id
 from tests.processes import free_port, wait_until
 from tests.scheduling.plans import create, cron, once, plan_url, seconds_from_now, update
 
-# One xdist worker runs the module, so its Temporal worker process (a module fixture) starts once.
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("temporal-plans")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 FIRE_TIMEOUT = 30
 

@@ -34,3 +34,12 @@ def settled_run(submission_id, *, timeout: float = 60) -> Run:
         timeout=timeout,
         what=f"run of submission {submission_id} to settle",
     )
+
+
+def run_in_state(receipt: dict, state: str = RunState.COMPLETED, *, timeout: float = 60) -> Run:
+    """The run of an admission receipt once it is in `state`, with its reply."""
+    return wait_until(
+        lambda: (run := _loaded(receipt["submissionId"])) and run.state == state and run,
+        timeout=timeout,
+        what=f"submission {receipt['submissionId']} to be {state}",
+    )

@@ -21,8 +21,12 @@ run: install database
 	$(RUN_ENV) $(BIN)/python manage.py ensure_demo_user
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
+# The suite in parallel: TEST_WORKERS pytest-xdist workers, each a test session of its own (tests/isolation.py),
+# each test to the next free worker (a module fixture is then set up once in every worker that runs one of
+# its tests). TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 3
 test: install database browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load
 
 # A longer, wider chaos run than the suite's; IMPO_CHAOS_SEED replays one. Prints its figures.
 chaos: install database

@@ -1,6 +1,7 @@
 import uuid
 
 import pytest
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -25,6 +26,20 @@ def user(db):
 @pytest.fixture
 def other_user(db):
     return UserFactory()
+
+
+@pytest.fixture
+def staff(db):
+    """A staff member at the admin (the reconciliation desk)."""
+    return UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def desk(staff) -> Client:
+    """The admin, logged in as `staff`."""
+    client = Client()
+    client.force_login(staff)
+    return client
 
 
 def bearer_client(user) -> APIClient:

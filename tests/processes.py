@@ -71,12 +71,20 @@ class ServiceProcess:
         self.process.wait(timeout=10)
 
     def stop(self, timeout: float = 10) -> None:
+        self.terminate()
+        self.finish(time.monotonic() + timeout)
+
+    def terminate(self) -> None:
+        """Asks the group to shut down (SIGTERM); `finish` waits for it."""
         if self.alive:
             os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
+
+    def finish(self, deadline: float) -> None:
+        """Waits until `deadline` (monotonic) for a terminated process to exit, then kills it."""
+        try:
+            self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
         self._log.close()
 
 
@@ -209,15 +217,18 @@ class Stack:
             # benchmarks); the tests of these limits lower them again.
             "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "1000000",
             "IMPO_LIMIT_ACTIVE_RUNS": "1000000",
+            # PostgreSQL's connections are shared by every test session on the machine (several run in parallel
+            # under xdist): a test's web processes pool few, which the streams test shows is enough.
+            "DATABASE_POOL_MAX_SIZE": "5",
         }
         self.processes: list[ServiceProcess] = []
 
     def start_worker(
-        self, name: str = "worker", *, queue: str | None = None, env: dict | None = None
+        self, name: str = "worker", *, queue: str | None = None, env: dict | None = None, wait: bool = True
     ) -> ServiceProcess:
         """A Celery worker as shipped (the threads pool, IMPO_WORKER_CONCURRENCY runs at once, pooled database
         connections); `queue` (its heartbeat's too) instead of the stack's, as on another machine; `env` on top of
-        the stack's."""
+        the stack's. `wait=False` returns while it boots (`wait_ready` then), so it boots beside others."""
         env = {**self.env, **(env or {}), **({"CELERY_QUEUE": queue} if queue else {})}
         worker = ServiceProcess(
             name,
@@ -237,8 +248,12 @@ class Stack:
             env=env,
         )
         self.processes.append(worker)
-        wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {name} (log: {worker.log_path})")
+        if wait:
+            self.wait_ready(worker)
         return worker
+
+    def wait_ready(self, worker: ServiceProcess) -> None:
+        wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {worker.name} (log: {worker.log_path})")
 
     def start_sweeper(self, interval: float = 0.3) -> ServiceProcess:
         sweeper = ServiceProcess(
@@ -261,9 +276,14 @@ class Stack:
             raise RuntimeError(f"{worker.name} exited:\n{worker.log_text()[-3000:]}")
         return " ready." in worker.log_text()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10) -> None:
+        """Terminates every process at once and waits for them together: a test's teardown takes as long as its
+        slowest shutdown, not the sum of them."""
         for process in self.processes:
-            process.stop()
+            process.terminate()
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            process.finish(deadline)
 
 
 WEB_PROCESSES = 2

@@ -198,10 +198,13 @@ class ChaosRun:
     # --- the whole run ---------------------------------------------------------------------------
 
     def execute(self) -> None:
-        self.deadline = time.monotonic() + self.config.seconds
         self.stack.double.configure(delta_delay_ms=40, delta_chunks=5)
-        self.workers = [self.stack.start_worker(f"chaos-worker-{n}") for n in range(self.config.workers)]
+        self.workers = [self.stack.start_worker(f"chaos-worker-{n}", wait=False) for n in range(self.config.workers)]
         self.stack.start_sweeper()
+        for worker in self.workers:
+            self.stack.wait_ready(worker)
+        # The window opens once the stack serves: on a loaded machine its start alone can outlast a short run.
+        self.deadline = time.monotonic() + self.config.seconds
         self.records = [self._plan(index) for index in range(self.config.conversations)]
         self.figures.scenarios = len(self.records)
         drivers = [

@@ -9,6 +9,7 @@ from rest_framework.authtoken.models import Token
 
 from runtime import selectors
 from runtime.models import Event, EventType, Run, RunState
+from tests.devices import device_answers, register_device
 from tests.factories import UserFactory
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.processes import start_web, wait_until
@@ -46,33 +47,15 @@ def traced_stack(stack, receiver):
     return stack
 
 
-def answer_the_device_call(web, headers, device_id: str) -> None:
+def answer_the_device_call(phone: httpx.Client, device_id: str) -> None:
     """What the phone does: finds its pending invocation, claims it, runs it, reports the result."""
 
     def pending():
-        listed = httpx.get(
-            f"{web}/api/v1/devices/{device_id}/tool-invocations", params={"status": "pending"}, headers=headers
-        )
+        listed = phone.get(f"/api/v1/devices/{device_id}/tool-invocations", params={"status": "pending"})
         return listed.json()["invocations"]
 
     (invocation,) = wait_until(pending, timeout=60, what="the device invocation")
-    claimed = httpx.post(
-        f"{web}/api/v1/device-tool-invocations/{invocation['invocationId']}/claim",
-        json={"deviceId": device_id},
-        headers=headers,
-    )
-    assert claimed.status_code == 200, claimed.text
-    reported = httpx.post(
-        f"{web}/api/v1/device-tool-invocations/{invocation['invocationId']}/result",
-        json={
-            "deviceId": device_id,
-            "executionId": claimed.json()["executionId"],
-            "success": True,
-            "output": {"played": "chime"},
-        },
-        headers=headers,
-    )
-    assert reported.status_code == 200, reported.text
+    device_answers(phone, device_id, invocation["invocationId"], {"played": "chime"})
 
 
 def every_span_received(receiver: OtlpReceiver) -> list[ReceivedSpan] | None:
@@ -94,20 +77,17 @@ def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(trac
     traced_stack.start_worker()
     user = UserFactory(is_staff=True, is_superuser=True)
     headers = {"Authorization": f"Bearer {Token.objects.create(user=user).key}"}
-    device_id = httpx.post(
-        f"{web}/api/v1/devices/register",
-        json={"installationId": "phone-1", "tools": ["play_sound"]},
-        headers=headers,
-    ).json()["deviceId"]
+    with httpx.Client(base_url=web, headers=headers) as phone:
+        device_id = register_device(phone)
 
-    accepted = httpx.post(
-        f"{web}/api/v1/conversation/messages",
-        json={"clientMessageId": "m-1", "text": TOOL_SCRIPT, "deviceId": device_id},
-        headers=headers,
-    )
-    assert accepted.status_code == 202, accepted.text
-    submission_id = accepted.json()["submissionId"]
-    answer_the_device_call(web, headers, device_id)
+        accepted = httpx.post(
+            f"{web}/api/v1/conversation/messages",
+            json={"clientMessageId": "m-1", "text": TOOL_SCRIPT, "deviceId": device_id},
+            headers=headers,
+        )
+        assert accepted.status_code == 202, accepted.text
+        submission_id = accepted.json()["submissionId"]
+        answer_the_device_call(phone, device_id)
     run = wait_until(
         lambda: Run.objects.filter(
             submission_id=submission_id, state__in=[RunState.COMPLETED, RunState.FAILED]

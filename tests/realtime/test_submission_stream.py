@@ -12,6 +12,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from runtime.models import Event, EventType, Run
+from tests.devices import register_device
 from tests.processes import start_web, wait_until
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
@@ -268,9 +269,7 @@ def test_a_tool_phase_is_told_as_a_transient_step(stack, web, api, user):
 
 
 def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(stack, web, api, user):
-    device_id = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    ).json()["deviceId"]
+    device_id = register_device(api)
     stack.start_worker()
     receipt = api.post(
         "/api/v1/conversation/messages",

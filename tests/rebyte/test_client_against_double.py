@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from rebyte.client import Refused, Unavailable, UnknownOutcome
-from tests.processes import RebyteDouble, wait_until
+from tests.processes import wait_until
 
 CURRENT_TIME = {
     "type": "function",
@@ -25,16 +25,14 @@ CURRENT_TIME = {
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
 
 
-@pytest.fixture(scope="module")
-def double():
-    running = RebyteDouble()
-    yield running
-    running.stop()
+@pytest.fixture
+def double(rebyte_double):
+    """The session's double, emptied for this test."""
+    return rebyte_double
 
 
 @pytest.fixture
 def sdk(double):
-    double.reset()
     client = double.sdk()
     yield client
     client.close()
@@ -304,7 +302,6 @@ def test_faults_are_injected_per_operation(sdk, double):
 
 
 def test_the_adapter_sorts_provider_failures(double):
-    double.reset()
     with double.gateway(max_retries=0) as gateway:
         with pytest.raises(Refused) as refused:
             gateway.get_session("sess_000000000000000000000000")
@@ -324,7 +321,6 @@ def test_the_adapter_sorts_provider_failures(double):
 
 
 def test_an_interrupted_quiet_live_stream_ends_at_once_without_a_failure_and_closes_upstream(double):
-    double.reset()
     failures = []
     with double.gateway(on_failure=failures.append) as gateway:
         agent = gateway.create_agent(model="rebyte-echo", name="n", instructions="i", metadata={})
@@ -353,7 +349,6 @@ def test_an_interrupted_quiet_live_stream_ends_at_once_without_a_failure_and_clo
 
 
 def test_the_adapter_speaks_the_wire_format_of_the_public_sources(double):
-    double.reset()
     with double.gateway() as gateway:
         agent = gateway.create_agent(model="rebyte-echo", name="Impo", instructions="be kind", metadata={"a": "1"})
         session = gateway.create_session(
@@ -415,7 +410,6 @@ def test_the_adapter_speaks_the_wire_format_of_the_public_sources(double):
 
 
 def test_tool_results_carry_the_sdk_success_and_error_envelope(double):
-    double.reset()
     with double.gateway() as gateway:
         agent = gateway.create_agent(model="rebyte-echo", name="Impo", instructions="", metadata={})
         session = gateway.create_session(

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from runtime.models import Run, RunState, Submission
 from scheduling import services as scheduling
+from tests.devices import register_device
 from tests.processes import free_port, wait_until
 from tests.scheduling.plans import daily
 
@@ -105,10 +106,8 @@ def test_a_scheduled_occurrence_carries_the_plans_time_zone_and_fire_time(stack,
 
 def test_the_instructions_name_the_device_tools_the_turn_may_use(stack, api, rebyte_double):
     stack.start_worker()
-    device = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    ).json()
-    body = {"clientMessageId": "m-1", "text": "ring my phone", "deviceId": device["deviceId"], "clientContext": TOKYO}
+    device_id = register_device(api)
+    body = {"clientMessageId": "m-1", "text": "ring my phone", "deviceId": device_id, "clientContext": TOKYO}
 
     completed(api.post("/api/v1/conversation/messages", body, format="json").json()["submissionId"])
 

@@ -7,7 +7,8 @@ from django.test import Client
 from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Event, EventType, Run, RunState
 from tests.factories import UserFactory
-from tests.processes import RebyteDouble, Stack, wait_until
+from tests.processes import RebyteDouble, Stack
+from tests.runs import run_in_state
 
 CARRY = "Earlier in this conversation (context, not a new request):\n"
 
@@ -34,18 +35,6 @@ def posted(api, path, text, client_message_id) -> dict:
     return response.json()
 
 
-def run_of(receipt) -> Run:
-    return Run.objects.select_related("submission__assistant_message").get(submission_id=receipt["submissionId"])
-
-
-def settled(receipt, state=RunState.COMPLETED, timeout=60) -> Run:
-    return wait_until(
-        lambda: (run := run_of(receipt)).state == state and run,
-        timeout=timeout,
-        what=f"submission {receipt['submissionId']} to be {state}",
-    )
-
-
 def first_input_of(double_session: dict) -> list[str]:
     first = next(item for item in double_session["items"] if item.get("role") == "user")
     return [part["text"] for part in first["content"]]
@@ -64,16 +53,16 @@ def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(
     own_stack.start_worker("one")
     own_stack.start_worker("two")
     own_stack.start_sweeper()
-    settled(posted(api, "/api/v1/conversation/messages", "chat before", "c-1"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "chat before", "c-1"))
     task = posted(api, "/api/v1/tasks", "task before", "t-1")
-    settled(task)
+    run_in_state(task)
 
     double.restart()
 
     # Both at once, on two workers: both find the agent gone, and one new agent serves them.
     chat = posted(api, "/api/v1/conversation/messages", "chat after", "c-2")
     task_message = posted(api, f"/api/v1/tasks/{task['taskId']}/messages", "task after", "t-2")
-    chat_run, task_run = settled(chat), settled(task_message)
+    chat_run, task_run = run_in_state(chat), run_in_state(task_message)
 
     assert chat_run.submission.assistant_message.text == "Echo: chat after"
     assert task_run.submission.assistant_message.text == "Echo: task after"
@@ -98,9 +87,9 @@ def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(
 
 def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, api):
     own_stack.start_worker()
-    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
     own_stack.double.restart()
-    settled(posted(api, "/api/v1/conversation/messages", "after", "c-2"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "after", "c-2"))
     desk = Client()
     desk.force_login(UserFactory(is_staff=True, is_superuser=True))
 
@@ -118,11 +107,11 @@ def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, ap
 def test_a_503_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
     double.fault("create_session", "http_error", status=503, times=2)
     double.fault("list_sessions", "http_error", status=503, seconds=60)
 
-    run = settled(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+    run = run_in_state(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
 
     assert CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION, kind="session").count() == 1
     assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
@@ -134,11 +123,11 @@ def test_a_503_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, ap
 def test_a_lost_answer_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
     double.fault("create_session", "drop_response")
     double.fault("list_sessions", "http_error", status=503, seconds=60)
 
-    run = settled(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+    run = run_in_state(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
 
     assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
     assert replaced_lines(run) == []
@@ -148,10 +137,10 @@ def test_a_lost_answer_to_a_session_create_parks_the_run_and_heals_nothing(own_s
 def test_a_session_answering_503_for_a_while_keeps_the_conversation_in_it(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    settled(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
     double.fault("list_turns", "http_error", status=503, seconds=3)
 
-    run = settled(posted(api, "/api/v1/conversation/messages", "during", "c-2"))
+    run = run_in_state(posted(api, "/api/v1/conversation/messages", "during", "c-2"))
 
     assert run.submission.assistant_message.text == "Echo: during"
     assert double.state()["counts"]["sessions"] == 1

@@ -4,14 +4,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.test import Client
 from django.utils import timezone
 
 from rebyte import services
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Conversation, ConversationKind
 from runtime.services import ensure_main_conversation
-from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -183,14 +181,10 @@ def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, u
 # --- staff ---------------------------------------------------------------------------------------------
 
 
-def test_staff_can_fail_a_pending_intent_and_the_decision_is_logged(user, gateway, rebyte_double):
+def test_staff_can_fail_a_pending_intent_and_the_decision_is_logged(user, gateway, rebyte_double, staff, desk):
     leave_the_agent_intent_pending(user, gateway, rebyte_double)
     intent = CreationIntent.objects.get()
-    staff = UserFactory(is_staff=True, is_superuser=True)
-    browser = Client()
-    browser.force_login(staff)
-
-    response = browser.post(
+    response = desk.post(
         "/admin/rebyte/creationintent/", {"action": "mark_failed", "_selected_action": [str(intent.id)]}
     )
 

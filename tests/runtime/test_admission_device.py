@@ -5,18 +5,11 @@ import uuid
 import pytest
 
 from runtime.models import Message, Submission
+from tests.devices import register_device
 
 pytestmark = pytest.mark.django_db
 
 MESSAGES = "/api/v1/conversation/messages"
-
-
-def register_device(client, installation_id="phone") -> str:
-    response = client.post(
-        "/api/v1/devices/register", {"installationId": installation_id, "tools": ["play_sound"]}, format="json"
-    )
-    assert response.status_code in (200, 201), response.content
-    return response.json()["deviceId"]
 
 
 def assert_not_found_and_nothing_saved(response):

@@ -2,8 +2,9 @@
 
 import pytest
 
-from runtime.models import Event, EventType, Message, MessageRole, Run, RunState
+from runtime.models import Event, EventType, Message, MessageRole, RunState
 from tests.processes import wait_until
+from tests.runs import finished_run
 
 
 def post_message(api, text, client_message_id="m-1"):
@@ -12,14 +13,6 @@ def post_message(api, text, client_message_id="m-1"):
     )
     assert response.status_code == 202
     return response.json()
-
-
-def finished_run(submission_id, timeout=60) -> Run:
-    def terminal():
-        run = Run.objects.select_related("submission__assistant_message").get(submission_id=submission_id)
-        return run if run.is_terminal else None
-
-    return wait_until(terminal, timeout=timeout, what=f"run of submission {submission_id} to finish")
 
 
 def event_types(submission_id) -> list[str]:

@@ -7,6 +7,7 @@ from runtime.models import Event, EventType, Run, RunState, Submission
 from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
 from tests.processes import wait_until
+from tests.runs import finished_run
 
 MESSAGES = "/api/v1/conversation/messages"
 
@@ -21,18 +22,6 @@ def set_policy(api, policy, url="/api/v1/conversation"):
 
 def state_of(submission_id) -> str:
     return Run.objects.get(submission_id=submission_id).state
-
-
-def finished(submission_id, timeout=60) -> Run:
-    return wait_until(
-        lambda: (
-            Run.objects.filter(submission_id=submission_id, state__in=["completed", "failed", "cancelled"])
-            .select_related("submission__assistant_message")
-            .first()
-        ),
-        timeout=timeout,
-        what=f"submission {submission_id} to finish",
-    )
 
 
 def streaming(submission_id) -> None:
@@ -174,10 +163,10 @@ def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(sta
     second = post(api, "m-2", "the new question", messagePolicy="interrupt")
 
     assert second.status_code == 202
-    interrupted = finished(first["submissionId"])
+    interrupted = finished_run(first["submissionId"])
     assert interrupted.state == RunState.CANCELLED
     assert interrupted.submission.assistant_message.status == "cancelled"
-    answered = finished(second.json()["submissionId"])
+    answered = finished_run(second.json()["submissionId"])
     assert answered.state == RunState.COMPLETED
     assert answered.submission.assistant_message.text == "Echo: the new question"
     state = rebyte_double.state()
@@ -198,6 +187,6 @@ def test_reject_while_a_reply_streams_answers_409_and_the_reply_goes_on(stack, a
 
     assert response.status_code == 409
     assert response.json()["error"]["activeSubmissionId"] == first["submissionId"]
-    assert finished(first["submissionId"]).state == RunState.COMPLETED
+    assert finished_run(first["submissionId"]).state == RunState.COMPLETED
     assert not Submission.objects.filter(client_message_id="m-2").exists()
     assert post(api, "m-2", "in time").status_code == 202

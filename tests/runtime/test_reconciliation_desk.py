@@ -12,18 +12,6 @@ from tools.models import ToolCall, ToolCallState
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff():
-    return UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def desk(staff) -> Client:
-    client = Client()
-    client.force_login(staff)
-    return client
-
-
 def post_message(api, client_message_id="m-1", text="hello") -> dict:
     return api.post(
         "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"

@@ -10,21 +10,9 @@ from rebyte.models import RemoteTurn
 from runtime import retries, selectors
 from runtime.models import Event, EventType, Message, Run, RunState, StaffRunAction
 from tests.factories import UserFactory
-from tests.processes import wait_until
+from tests.runs import finished_run
 
 RUNS = "/admin/runtime/run/"
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def desk(staff) -> Client:
-    client = Client()
-    client.force_login(staff)
-    return client
 
 
 def post_message(api, client_message_id: str, text: str = "hello") -> Run:
@@ -47,25 +35,17 @@ def failed(run: Run) -> Run:
     return Run.objects.select_related("submission").get(id=run.id)
 
 
-def finished(submission_id) -> Run:
-    return wait_until(
-        lambda: Run.objects.filter(submission_id=submission_id, state__in=["completed", "failed", "cancelled"]).first(),
-        timeout=60,
-        what="the run to finish",
-    )
-
-
 def test_a_failed_run_retried_by_staff_completes_on_the_same_submission(stack, api, rebyte_double, staff, desk):
     stack.start_worker()
-    finished(post_message(api, "m-0", "warm up").submission_id)
+    finished_run(post_message(api, "m-0", "warm up").submission_id)
     rebyte_double.fault("input_message", "http_error", status=400)
-    run = finished(post_message(api, "m-1", "second try works").submission_id)
+    run = finished_run(post_message(api, "m-1", "second try works").submission_id)
     assert (run.state, run.error_code) == (RunState.FAILED, "provider_error")
 
     page = act(desk, "retry_failed", [run]).content.decode()
 
     assert "1 queued again" in page
-    retried = finished(run.submission_id)
+    retried = finished_run(run.submission_id)
     assert (retried.id, retried.state, retried.retries) == (run.id, RunState.COMPLETED, 1)
     body = api.get(f"/api/v1/submissions/{run.submission_id}").json()
     assert (body["status"], body["error"]) == ("completed", None)

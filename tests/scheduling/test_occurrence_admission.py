@@ -1,11 +1,9 @@
 """`admit_occurrence`: one transaction that fences stale timers, skips overlaps and admits a Task once."""
 
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
 
 from runtime.models import Run, RunState, Submission, Task
 from scheduling import services
@@ -13,6 +11,7 @@ from scheduling.activities import plan_step
 from scheduling.models import ScheduledRun, ScheduledRunState
 from scheduling.services import PlanCommand
 from scheduling.workflows import AdmitOutcome, PlanStepInput
+from tests.concurrency import all_at_once
 from tests.factories import UserFactory
 from tests.scheduling.plans import cron, daily
 
@@ -91,21 +90,7 @@ def test_repeating_an_admission_returns_the_first_outcome_without_a_second_task(
 def test_two_concurrent_executions_of_one_admission_admit_once():
     owner = UserFactory()
     plan = make_plan(owner)
-    start = threading.Barrier(2)
-    outcomes = []
-
-    def execute():
-        try:
-            start.wait()
-            outcomes.append(admit(plan))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=execute) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = all_at_once(2, lambda _: admit(plan))
 
     assert outcomes == [AdmitOutcome.ADMITTED, AdmitOutcome.ADMITTED]
     assert Task.objects.filter(owner=owner).count() == 1

@@ -7,23 +7,16 @@ from django.utils import timezone
 
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run
+from tests.devices import claim, register_device, report
 from tools import services
 from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState, ToolReceipt
 
 pytestmark = pytest.mark.django_db
 
 
-def register(api, installation_id="phone-1", tools=("play_sound",)):
-    response = api.post(
-        "/api/v1/devices/register", {"installationId": installation_id, "tools": list(tools)}, format="json"
-    )
-    assert response.status_code == 200, response.json()
-    return response.json()["deviceId"]
-
-
 @pytest.fixture
 def device_id(api):
-    return register(api)
+    return register_device(api)
 
 
 @pytest.fixture
@@ -42,15 +35,6 @@ def invocation(api, device_id) -> DeviceInvocation:
     return DeviceInvocation.objects.select_related("tool_call").get(tool_call__call_id="call_1")
 
 
-def claim(api, invocation_id, device_id):
-    return api.post(f"/api/v1/device-tool-invocations/{invocation_id}/claim", {"deviceId": device_id}, format="json")
-
-
-def report(api, invocation_id, device_id, execution_id, **result):
-    body = {"deviceId": device_id, "executionId": execution_id, "success": True, "output": {"played": True}}
-    return api.post(f"/api/v1/device-tool-invocations/{invocation_id}/result", {**body, **result}, format="json")
-
-
 def error_code(response):
     return response.json()["error"]["code"]
 
@@ -60,11 +44,11 @@ def expire(invocation):
 
 
 def test_registering_the_same_installation_again_returns_the_same_device(api):
-    assert register(api, "phone-1") == register(api, "phone-1", tools=["play_sound", "vibrate"])
+    assert register_device(api, "phone-1") == register_device(api, "phone-1", tools=["play_sound", "vibrate"])
 
 
 def test_another_users_installation_with_the_same_id_is_another_device(api, other_api):
-    assert register(api, "phone-1") != register(other_api, "phone-1")
+    assert register_device(api, "phone-1") != register_device(other_api, "phone-1")
 
 
 def test_registration_rejects_unknown_fields(api):
@@ -132,7 +116,7 @@ def test_another_user_claiming_gets_not_found(other_api, invocation, device_id):
 
 
 def test_another_device_of_the_user_claiming_gets_not_found(api, invocation):
-    response = claim(api, invocation.id, register(api, "tablet-1"))
+    response = claim(api, invocation.id, register_device(api, "tablet-1"))
 
     assert response.status_code == 404
     assert error_code(response) == "not_found"
@@ -192,13 +176,13 @@ def test_withdrawing_a_claimed_invocation_makes_its_call_uncertain(invocation, d
 
 
 def test_re_registering_without_the_tool_takes_its_invocation_off_the_pending_list(api, invocation, device_id):
-    register(api, tools=["vibrate"])
+    register_device(api, tools=["vibrate"])
 
     assert api.get(f"/api/v1/devices/{device_id}/tool-invocations?status=pending").json() == {"invocations": []}
 
 
 def test_re_registering_without_the_tool_gives_the_agent_a_permission_revoked_error(api, invocation, device_id):
-    register(api, tools=[])
+    register_device(api, tools=[])
 
     call = ToolCall.objects.select_related("receipt").get(call_id="call_1")
     assert call.state == ToolCallState.FAILED
@@ -206,7 +190,7 @@ def test_re_registering_without_the_tool_gives_the_agent_a_permission_revoked_er
 
 
 def test_claiming_a_revoked_invocation_is_gone_as_permission_revoked(api, invocation, device_id):
-    register(api, tools=[])
+    register_device(api, tools=[])
 
     response = claim(api, invocation.id, device_id)
 
@@ -216,7 +200,7 @@ def test_claiming_a_revoked_invocation_is_gone_as_permission_revoked(api, invoca
 
 def test_a_result_for_a_claimed_then_revoked_invocation_is_gone_as_permission_revoked(api, invocation, device_id):
     execution_id = claim(api, invocation.id, device_id).json()["executionId"]
-    register(api, tools=[])
+    register_device(api, tools=[])
 
     response = report(api, invocation.id, device_id, execution_id)
 
@@ -226,7 +210,7 @@ def test_a_result_for_a_claimed_then_revoked_invocation_is_gone_as_permission_re
 
 
 def test_re_registering_with_the_same_tools_keeps_the_invocation_pending(api, invocation, device_id):
-    register(api, tools=["play_sound"])
+    register_device(api, tools=["play_sound"])
 
     assert DeviceInvocation.objects.get(id=invocation.id).status == InvocationStatus.PENDING
 
@@ -323,7 +307,7 @@ def test_another_user_reporting_a_result_gets_not_found(api, other_api, invocati
 def test_a_result_from_another_device_of_the_user_gets_not_found(api, invocation, device_id):
     execution_id = claim(api, invocation.id, device_id).json()["executionId"]
 
-    response = report(api, invocation.id, register(api, "tablet-1"), execution_id)
+    response = report(api, invocation.id, register_device(api, "tablet-1"), execution_id)
 
     assert response.status_code == 404
     assert error_code(response) == "not_found"

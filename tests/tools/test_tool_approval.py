@@ -7,12 +7,11 @@ worker-driven path, with real processes, is in test_tool_approval_by_workers.
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState
-from tests.factories import UserFactory
+from tests.devices import register_device
 from tools import services
 from tools.definitions import EVERYWHERE, MAIN_CHAT_ONLY
 from tools.models import (
@@ -302,9 +301,7 @@ def test_an_answer_after_the_deadline_is_gone_even_before_the_sweeper_passed(api
 
 def test_an_approved_device_call_opens_its_invocation_only_then(api, settings):
     settings.IMPO_TOOL_APPROVAL = {}
-    device_id = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    ).json()["deviceId"]
+    device_id = register_device(api)
     call = parked_call(
         api, '/tool play_sound {"sound": "chime"}', device_id=device_id, name="play_sound", arguments={"sound": "chime"}
     )
@@ -333,12 +330,9 @@ def test_a_call_that_asked_no_approval_has_none_to_answer(api, settings):
     assert (response.status_code, error_code(response)) == (404, "not_found")
 
 
-def test_the_admin_lists_pending_approvals_oldest_first(api, other_api, save_note_needs_approval):
+def test_the_admin_lists_pending_approvals_oldest_first(api, other_api, save_note_needs_approval, desk):
     older = parked_call(api)
     newer = parked_call(other_api)
-    staff = UserFactory(username="desk-clerk", is_staff=True, is_superuser=True)
-    desk = Client()
-    desk.force_login(staff)
 
     index = desk.get("/admin/").content.decode()
     page = desk.get("/admin/tools/toolapproval/?status__exact=pending").content.decode()

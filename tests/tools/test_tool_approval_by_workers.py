@@ -6,16 +6,17 @@ the notes table; play_sound needs it by default.
 
 import json
 import subprocess
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from runtime.models import Event, EventType, Run, RunState
-from tests.devices import device_answers
+from runtime.models import Event, EventType, RunState
+from tests.concurrency import all_at_once
+from tests.devices import device_answers, register_device
 from tests.processes import start_web, wait_until
+from tests.runs import finished_run, run_of
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
@@ -39,10 +40,6 @@ def post_message(api, text, client_message_id="m-1"):
     return response.json()["submissionId"]
 
 
-def run_of(submission_id) -> Run:
-    return Run.objects.select_related("submission__assistant_message").get(submission_id=submission_id)
-
-
 def parked(submission_id) -> ToolCall:
     """The run's call once the run is parked for its approval."""
     wait_until(
@@ -51,14 +48,6 @@ def parked(submission_id) -> ToolCall:
         what="the run to wait for approval",
     )
     return ToolCall.objects.get(run__submission_id=submission_id)
-
-
-def settled_run(submission_id) -> Run:
-    return wait_until(
-        lambda: (run := run_of(submission_id)).is_terminal and run,
-        timeout=60,
-        what=f"run of submission {submission_id} to end",
-    )
 
 
 def answer(api, call, decision="approve", *, client_decision_id="d-1", **fields):
@@ -82,7 +71,7 @@ def test_an_approval_survives_a_worker_sigkill_and_the_tool_runs_once(approval_s
     response = answer(api, call)
 
     assert response.status_code == 200, response.json()
-    run = settled_run(submission_id)
+    run = finished_run(submission_id)
     assert run.state == RunState.COMPLETED
     note = Note.objects.get()
     assert note.text == "buy milk"
@@ -100,7 +89,7 @@ def test_a_denial_reaches_the_agent_as_a_tool_error(approval_stack, api, rebyte_
 
     answer(api, call, "deny", reason="I have milk")
 
-    run = settled_run(submission_id)
+    run = finished_run(submission_id)
     assert run.state == RunState.COMPLETED
     assert not Note.objects.exists()
     [result] = tool_results_sent(rebyte_double)
@@ -116,7 +105,7 @@ def test_an_edited_call_runs_with_the_owners_arguments(approval_stack, api):
 
     answer(api, call, arguments={"text": "buy oat milk"})
 
-    assert settled_run(submission_id).state == RunState.COMPLETED
+    assert finished_run(submission_id).state == RunState.COMPLETED
     assert Note.objects.get().text == "buy oat milk"
 
 
@@ -124,7 +113,7 @@ def test_an_unanswered_call_is_denied_at_its_deadline_with_no_client_connected(a
     approval_stack.env["IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS"] = "2"  # set by the worker that asks
     approval_stack.start_worker()
 
-    run = settled_run(post_message(api, SAVE_MILK))
+    run = finished_run(post_message(api, SAVE_MILK))
 
     assert run.state == RunState.COMPLETED
     approval = ToolApproval.objects.select_related("tool_call").get()
@@ -145,7 +134,7 @@ def test_cancelling_a_run_waiting_for_approval_ends_the_run_and_the_approval(app
     assert response.status_code == 200
     approval = ToolApproval.objects.get(tool_call=call)
     assert (approval.status, approval.outcome) == (ApprovalStatus.DENIED, ApprovalOutcome.CANCELLED)
-    run = settled_run(submission_id)
+    run = finished_run(submission_id)
     assert run.state == RunState.CANCELLED
     [session] = rebyte_double.state()["sessions"]
     [turn] = session["turns"]
@@ -162,25 +151,16 @@ def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, use
     submission_id = post_message(api, SAVE_MILK)
     call = parked(submission_id)
     token = Token.objects.get_or_create(user=user)[0].key
-    start = threading.Barrier(2)
-    responses = {}
+    devices = [("phone", "approve"), ("laptop", "deny")]
 
-    def device(name: str, decision: str):
+    def decide(index: int) -> httpx.Response:
+        name, decision = devices[index]
         with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
-            start.wait()
-            responses[name] = client.post(
+            return client.post(
                 f"/api/v1/tool-calls/{call.id}/approval", json={"decision": decision, "clientDecisionId": name}
             )
 
-    devices = [
-        threading.Thread(target=device, args=("phone", "approve")),
-        threading.Thread(target=device, args=("laptop", "deny")),
-    ]
-    for thread in devices:
-        thread.start()
-    for thread in devices:
-        thread.join()
-
+    responses = dict(zip([name for name, _ in devices], all_at_once(len(devices), decide), strict=True))
     statuses = sorted(response.status_code for response in responses.values())
     assert statuses == [200, 409]
     [winner] = [name for name, response in responses.items() if response.status_code == 200]
@@ -189,7 +169,7 @@ def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, use
     approval = ToolApproval.objects.get(tool_call=call)
     assert approval.client_decision_id == winner
     assert Event.objects.filter(type=EventType.TOOL_APPROVAL_DECIDED).count() == 1
-    run = settled_run(submission_id)
+    run = finished_run(submission_id)
     assert run.state == RunState.COMPLETED
     assert Note.objects.count() == (1 if winner == "phone" else 0)
 
@@ -198,9 +178,7 @@ def test_an_approved_device_call_runs_on_the_device(stack, api):
     stack.env["IMPO_TOOL_APPROVAL"] = ""  # the default: play_sound needs approval
     stack.start_worker()
     stack.start_sweeper()
-    device_id = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    ).json()["deviceId"]
+    device_id = register_device(api)
     response = api.post(
         "/api/v1/conversation/messages",
         {"clientMessageId": "m-1", "text": '/tool play_sound {"sound": "chime"}', "deviceId": device_id},
@@ -214,7 +192,7 @@ def test_an_approved_device_call_runs_on_the_device(stack, api):
 
     [invocation] = api.get(f"/api/v1/devices/{device_id}/tool-invocations").json()["invocations"]
     device_answers(api, device_id, invocation["invocationId"], "played")
-    run = settled_run(submission_id)
+    run = finished_run(submission_id)
     assert run.state == RunState.COMPLETED
     assert run.submission.assistant_message.text == 'Tool play_sound returned: "played"'
 

@@ -11,14 +11,13 @@ import psycopg
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
-from django.test import Client
 
 from impo.errors import Conflict
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
-from tests.devices import device_answers
-from tests.factories import UserFactory
+from tests.devices import claim, device_answers, register_device, report
 from tests.processes import wait_until
+from tests.runs import run_of, settled_run
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
 
 DEVICE_TIMEOUT_SECONDS = 4
@@ -32,20 +31,6 @@ def post_message(api, text, *, client_message_id="m-1", device_id=None):
     response = api.post("/api/v1/conversation/messages", body, format="json")
     assert response.status_code == 202, response.json()
     return response.json()["submissionId"]
-
-
-def run_of(submission_id) -> Run:
-    return Run.objects.select_related("submission__assistant_message").get(submission_id=submission_id)
-
-
-def settled_run(submission_id, timeout=60) -> Run:
-    """The run once it finished or parked for reconciliation."""
-
-    def settled():
-        run = run_of(submission_id)
-        return run if run.is_terminal or run.state == RunState.PENDING_RECONCILIATION else None
-
-    return wait_until(settled, timeout=timeout, what=f"run of submission {submission_id} to settle")
 
 
 def reply(run: Run) -> str:
@@ -73,13 +58,6 @@ def notes_table_locked():
         blocker.execute("LOCK TABLE tools_note IN ACCESS EXCLUSIVE MODE")
         yield
         blocker.rollback()
-
-
-def register_device(api) -> str:
-    response = api.post(
-        "/api/v1/devices/register", {"installationId": "phone-1", "tools": ["play_sound"]}, format="json"
-    )
-    return response.json()["deviceId"]
 
 
 def kill_worker_between_receipt_and_ack(stack, api, rebyte_double, text: str) -> str:
@@ -256,7 +234,7 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
     device_id = register_device(api)
     submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
     invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
-    api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
+    claim(api, invocation.id, device_id)
     doomed.kill()
     device_stack.start_worker("successor")
 
@@ -269,25 +247,19 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
     assert (call.state, call.attempts) == (ToolCallState.UNCERTAIN, 1)
 
 
-def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api):
+def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api, staff, desk):
     device_stack.start_worker()
     submission_id = post_message(api, PLAY_CHIME, device_id=register_device(api))
     settled_run(submission_id)
     call = ToolCall.objects.get()
-    staff = UserFactory(username="operator", is_staff=True, is_superuser=True)
-    browser = Client()
-    browser.force_login(staff)
-
-    response = browser.post(
-        "/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]}
-    )
+    response = desk.post("/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]})
 
     assert response.status_code == 302
     call.refresh_from_db()
     assert (call.state, call.resolution_note) == (ToolCallState.FAILED, "resolved by staff")
     finding = Event.objects.filter(submission_id=submission_id, type=EventType.TOOL_COMPLETED).last()
     assert finding.payload["resolvedByStaff"] is True
-    assert "operator" not in json.dumps(finding.payload)
+    assert staff.username not in json.dumps(finding.payload)
     assert LogEntry.objects.filter(
         user=staff, object_id=str(call.id), change_message="resolved: the action did not happen"
     ).exists()
@@ -334,8 +306,8 @@ def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_sta
     call = ToolCall.objects.select_related("invocation").get()
     assert (call.state, call.error_code) == (ToolCallState.FAILED, "invocation_cancelled")
     assert call.invocation.status == InvocationStatus.CANCELLED
-    claim = api.post(f"/api/v1/device-tool-invocations/{invocation.id}/claim", {"deviceId": device_id}, format="json")
-    assert (claim.status_code, claim.json()["error"]["code"]) == (410, "invocation_cancelled")
+    refused = claim(api, invocation.id, device_id)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (410, "invocation_cancelled")
 
 
 def test_cancelling_after_the_device_claimed_ends_the_run_and_refuses_the_result(device_stack, api):
@@ -343,18 +315,13 @@ def test_cancelling_after_the_device_claimed_ends_the_run_and_refuses_the_result
     device_id = register_device(api)
     submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
     invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
-    claim_url = f"/api/v1/device-tool-invocations/{invocation.id}/claim"
-    execution_id = api.post(claim_url, {"deviceId": device_id}, format="json").json()["executionId"]
+    execution_id = claim(api, invocation.id, device_id).json()["executionId"]
 
     api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
 
     run = settled_run(submission_id)
     assert run.state == RunState.CANCELLED
-    result = api.post(
-        f"/api/v1/device-tool-invocations/{invocation.id}/result",
-        {"deviceId": device_id, "executionId": execution_id, "success": True, "output": {"played": True}},
-        format="json",
-    )
+    result = report(api, invocation.id, device_id, execution_id)
     assert (result.status_code, result.json()["error"]["code"]) == (410, "invocation_cancelled")
     assert ToolCall.objects.get().state == ToolCallState.UNCERTAIN
 

@@ -51,8 +51,9 @@ def site(stack, user, other_user):
     from playwright.sync_api import sync_playwright
 
     _verifiable_password(user, other_user)
+    worker = stack.start_worker(wait=False)  # boots while the web server does
     web, base_url = start_web(stack)
-    stack.start_worker()
+    stack.wait_ready(worker)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         yield Site(web=web, base_url=base_url, browser=browser)

@@ -1,22 +1,13 @@
 """Staff see every delivery in the admin, read-only, and can resend one under the same id."""
 
 import pytest
-from django.test import Client
 
 from runtime.events import append_events
 from runtime.models import EventType, Run
-from tests.factories import UserFactory
 from webhooks import services
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def desk() -> Client:
-    client = Client()
-    client.force_login(UserFactory(username="desk-clerk", is_staff=True, is_superuser=True))
-    return client
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from runtime.models import Run, RunState
+from runtime.models import RunState
 from tests.processes import free_port, wait_until
+from tests.runs import finished_run
 from tests.webhooks.receiver import Receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -44,14 +45,6 @@ def post_message(api, text: str, client_message_id: str = "m-1") -> str:
     )
     assert response.status_code == 202
     return response.json()["submissionId"]
-
-
-def finished_run(submission_id) -> Run:
-    return wait_until(
-        lambda: Run.objects.filter(submission_id=submission_id, state__in=["completed", "failed", "cancelled"]).first(),
-        timeout=60,
-        what="the run to finish",
-    )
 
 
 def settled_delivery(endpoint_id, timeout: float = 90) -> WebhookDelivery:

@@ -22,13 +22,12 @@ from pathlib import Path
 from bench import own_share
 from bench.admission import cpu_seconds
 from bench.harness import Figure, create_users, median_and_p95
+from bench.worker_host import HOST, LEASE_SECONDS, start_host
 from tests.processes import ServiceProcess, Stack, start_web, wait_until
 
-HOST = "impo-inflight-host"
 REPLY_LENGTH = 100  # "Echo: " and the message: a turn of N deltas sends REPLY_LENGTH / N characters each
 SAMPLE_SECONDS = 0.5
 ADMITTING_THREADS = 8
-LEASE_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -118,14 +117,6 @@ class Sampler:
                 self.samples.in_flight.append(runs_in_flight(self._run_ids))
         finally:
             connection.close()
-
-
-def start_host(stack: Stack) -> ServiceProcess:
-    """A worker as shipped, but for its lease: the stack's 3 s (for quick recovery tests) would have hundreds of
-    leases hang on one heartbeat statement a second on a machine this loaded; production's is 30 s."""
-    return stack.start_worker(
-        "inflight-host", env={"PGAPPNAME": HOST, "LOG_LEVEL": "WARNING", "IMPO_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
-    )
 
 
 def admit(owners: list, texts: list[str], label: str) -> list[tuple[str, str, str]]:

@@ -7,6 +7,7 @@ import time
 import uuid
 
 from bench.harness import Figure, median_and_p95
+from bench.worker_host import start_host
 from tests.processes import Stack, start_web
 
 
@@ -34,7 +35,6 @@ def measure(stack: Stack, user: tuple[int, str], samples: int) -> list[Figure]:
     are not counted."""
     import httpx
 
-    from bench.inflight import start_host
     from bench.stream import subscription_url
     from rebyte.models import RemoteSession
     from tests.chaos.websocket import WebsocketConnection

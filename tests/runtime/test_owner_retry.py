@@ -5,7 +5,8 @@ import uuid
 import pytest
 
 from runtime.models import Event, EventType, Run, RunState, StaffRunAction
-from tests.runtime.test_staff_actions_on_runs import failed, finished, post_message
+from tests.runs import finished_run
+from tests.runtime.test_staff_actions_on_runs import failed, post_message
 
 
 def retry(client, submission_id, client_retry_id=None):
@@ -15,16 +16,16 @@ def retry(client, submission_id, client_retry_id=None):
 
 def test_a_failed_reply_tried_again_by_its_owner_completes_on_the_same_submission(stack, api, rebyte_double, user):
     stack.start_worker()
-    finished(post_message(api, "m-0", "warm up").submission_id)
+    finished_run(post_message(api, "m-0", "warm up").submission_id)
     rebyte_double.fault("input_message", "http_error", status=400)
-    run = finished(post_message(api, "m-1", "second try works").submission_id)
+    run = finished_run(post_message(api, "m-1", "second try works").submission_id)
     assert run.state == RunState.FAILED
 
     response = retry(api, run.submission_id)
 
     assert response.status_code == 202
     assert (response.json()["submissionId"], response.json()["status"]) == (str(run.submission_id), "queued")
-    retried = finished(run.submission_id)
+    retried = finished_run(run.submission_id)
     assert (retried.id, retried.state, retried.retries) == (run.id, RunState.COMPLETED, 1)
     reply = api.get("/api/v1/conversation").json()["messages"][-1]
     assert (reply["text"], reply["status"]) == ("Echo: second try works", "completed")

@@ -29,7 +29,8 @@ def test_an_unknown_task_page_is_an_html_page_that_says_not_found(browser_page, 
     assert response.status == 404
     assert response.headers["content-type"].startswith("text/html")
     assert browser_page.locator("h1").inner_text() == "Not found"
-    assert browser_page.locator("nav a", has_text="Tasks").is_visible()
+    assert browser_page.locator("main a", has_text="Tasks").is_visible()
+    assert browser_page.locator("#sidebar a", has_text="Main Chat").is_visible()
 
 
 def plans(page) -> list[dict]:

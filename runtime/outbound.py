@@ -30,6 +30,16 @@ def send_after_commit(send: Callable[[], None]) -> None:
     transaction.on_commit(send, robust=True)
 
 
+def send_hint_after_commit(send: Callable[[], None], *, delay_seconds: float = 0) -> None:
+    """Sends a blocking hint (a broker message) from the process's sender after commit, `delay_seconds` later.
+
+    A delay is kept in this process, never as a broker countdown: a countdown message sits unacknowledged in
+    a worker until due, and the broker's restore of such messages when Redis drops ended the worker. A delayed
+    hint lost with its process is re-sent by the periodic pass that owns its table (the sweeper, the webhooks loop).
+    """
+    send_after_commit(lambda: _sender.send(send, delay_seconds=max(0.0, delay_seconds)))
+
+
 EXECUTE_RUN_TASK = "runtime.execute_run"
 
 
@@ -38,11 +48,10 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
 
     Sent by task name: this module sits below the task (which drives runs) and must not import it.
     """
-    countdown = max(0.0, delay_seconds)
 
     def send() -> None:
         try:
-            app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], countdown=countdown or None)
+            app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)])
         except Exception:
             # The broker is unreachable: mark the wake-up as never sent, so the sweeper's next pass sends it
             # again instead of waiting out its re-wake interval.
@@ -52,7 +61,7 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
                 connection.close()
             raise
 
-    send_after_commit(lambda: _sender.send(send))
+    send_hint_after_commit(send, delay_seconds=delay_seconds)
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:
@@ -92,9 +101,12 @@ class _Sender:
         self._hints: asyncio.Queue | None = None
         self._pid: int | None = None
 
-    def send(self, hint: Coroutine | Callable[[], None]) -> None:
+    def send(self, hint: Coroutine | Callable[[], None], *, delay_seconds: float = 0) -> None:
         loop, hints = self._running_loop()
-        loop.call_soon_threadsafe(self._enqueue, hints, hint)
+        if delay_seconds:
+            loop.call_soon_threadsafe(loop.call_later, delay_seconds, self._enqueue, hints, hint)
+        else:
+            loop.call_soon_threadsafe(self._enqueue, hints, hint)
 
     @staticmethod
     def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None]) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -298,10 +298,13 @@ def wake_delivery(delivery_id, *, delay_seconds: float = 0) -> None:
 
     def send() -> None:
         try:
-            app.send_task(DELIVER_TASK, args=[str(delivery_id)], countdown=delay_seconds or None)
+            app.send_task(DELIVER_TASK, args=[str(delivery_id)])
         except Exception:
             # Never sent: the loop's next pass re-wakes it instead of waiting out the re-wake interval.
-            WebhookDelivery.objects.filter(id=delivery_id).update(last_woken_at=None)
+            try:
+                WebhookDelivery.objects.filter(id=delivery_id).update(last_woken_at=None)
+            finally:
+                connection.close()  # the sender's thread keeps no connection between hints
             raise
 
-    outbound.send_after_commit(send)
+    outbound.send_hint_after_commit(send, delay_seconds=delay_seconds)

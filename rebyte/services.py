@@ -15,8 +15,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F
 from django.utils import timezone
 
 from impo import telemetry
@@ -29,7 +28,6 @@ from rebyte.models import (
     IntentKind,
     IntentState,
     RemoteSession,
-    RemoteTurn,
     SavedAgent,
     SessionState,
 )
@@ -181,63 +179,6 @@ def record_completed_turn(session: RemoteSession, *, items: list, now: datetime)
         turn_count=F("turn_count") + 1,
         last_activity_at=now,
     )
-
-
-# --- a run's binding --------------------------------------------------------------------------------
-
-
-def remote_turn_of(run: Run) -> RemoteTurn:
-    """The run's binding, with its session; inside the claim, whose lock on the run makes the create race-free."""
-    remote_turn = RemoteTurn.objects.select_related("session__intent", "session__conversation").filter(run=run).first()
-    return remote_turn or RemoteTurn.objects.create(run=run)
-
-
-def unbind_lost_session(run_id) -> None:
-    """The run starts over in a new session: its binding to the lost one (and to a turn there) goes. What was
-    projected stays counted by item id; the new session's items have ids of their own."""
-    RemoteTurn.objects.filter(run_id=run_id).update(
-        session=None, baseline_turn_ids=[], turn_id="", pending_intent=None, updated_at=timezone.now()
-    )
-
-
-def forget_remote_turn(run: Run) -> None:
-    """Drops a failed run's binding to its turn when staff retry it: the next attempt starts as a new run would."""
-    RemoteTurn.objects.filter(run=run).delete()
-
-
-def bind_session(
-    remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequence: int
-) -> None:
-    """The run's input goes to this session (its user message at `message_sequence`, the reply after it)."""
-    remote_turn.session = session
-    remote_turn.baseline_turn_ids = baseline_turn_ids
-    remote_turn.pending_intent = None
-    remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
-    RemoteSession.objects.filter(id=session.id).update(
-        first_message_sequence=Coalesce(F("first_message_sequence"), Value(message_sequence)),
-        last_message_sequence=message_sequence + 1,
-    )
-
-
-def note_projected(remote_turn: RemoteTurn, *, turn_id: str, progress: dict[str, tuple[int, bool]]) -> None:
-    """The turn found for the run, and how many characters of which items were projected (and which completed),
-    written with the projection they describe."""
-    remote_turn.turn_id = turn_id
-    for item_id, (characters, completed) in progress.items():
-        remote_turn.projected[item_id] = characters
-        if completed and item_id not in remote_turn.completed_items:
-            remote_turn.completed_items.append(item_id)
-    remote_turn.save(update_fields=["turn_id", "projected", "completed_items", "updated_at"])
-
-
-def note_cancel_sent(remote_turn: RemoteTurn) -> None:
-    remote_turn.cancel_sent_at = timezone.now()
-    remote_turn.save(update_fields=["cancel_sent_at", "updated_at"])
-
-
-def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
-    remote_turn.pending_intent = intent
-    remote_turn.save(update_fields=["pending_intent", "updated_at"])
 
 
 # --- creation intents ---------------------------------------------------------------------------------

@@ -28,12 +28,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from impo import telemetry
+from rebyte import bindings
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import healing, run_input, selectors, services
 from runtime.coalescing import Coalescer
+from runtime.group_commit import group_commit
 from runtime.heartbeat import HeldLease, process_heartbeat
 from runtime.models import Run, RunState
 from runtime.worker_threads import LiveStream, pause
@@ -115,7 +117,7 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         if lease is None:
             return None
         run = selectors.run_to_execute(run_id)
-        remote_turn = rebyte_services.remote_turn_of(run)
+        remote_turn = bindings.remote_turn_of(run)
         if remote_turn.session_id is not None or run.input_sent_at is not None:
             return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
         catalog = catalog_for_run(run)
@@ -227,7 +229,7 @@ class _RunDriver:
             return None
         with self.fence():
             # Created with this run's input, the session's first turn is this run's: nothing came before it.
-            rebyte_services.bind_session(
+            bindings.bind_session(
                 self.remote_turn, session, baseline_turn_ids=[], message_sequence=self._message_sequence
             )
         return session
@@ -241,7 +243,7 @@ class _RunDriver:
         turns = self._wait_until_session_idle(session)
         with self.fence() as run:
             self.input_sent = services.mark_input_sent(run) is not None
-            rebyte_services.bind_session(
+            bindings.bind_session(
                 self.remote_turn,
                 session,
                 baseline_turn_ids=[t.id for t in turns],
@@ -280,7 +282,7 @@ class _RunDriver:
 
     def _park(self, exc: rebyte_services.CreationPending) -> None:
         with self.fence() as run:
-            rebyte_services.wait_for_intent(self.remote_turn, exc.intent)
+            bindings.wait_for_intent(self.remote_turn, exc.intent)
             services.await_reconciliation(run, reason=str(exc))
 
     # --- following the turn -----------------------------------------------------------------------
@@ -411,14 +413,19 @@ class _RunDriver:
                     services.Output(f"text-{item_id}", text[already:], completed_text=text if completed else None)
                 )
                 progress[item_id] = (max(already, len(text)), completed)
-        if not outputs and then is None:
-            return
-        with self.fence() as run:
+        if then is None:
+            if not outputs:
+                return
+            # With the process's other runs, in its next group commit.
+            noted = (self.remote_turn, self.remote_turn.turn_id, progress) if progress else None
+            run = group_commit.project(self.lease, outputs, progress=noted)
             self.cancel_seen = run.cancel_requested_at is not None
-            services.project_output(run, outputs)
-            if progress:
-                rebyte_services.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
-            if then is not None:
+        else:
+            with self.fence() as run:
+                self.cancel_seen = run.cancel_requested_at is not None
+                services.project_output(run, outputs)
+                if progress:
+                    bindings.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
                 then(run)
         self.unprojected.projected()
 
@@ -432,7 +439,7 @@ class _RunDriver:
     def _send_cancel(self, session: RemoteSession) -> None:
         self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
         with self.fence():
-            rebyte_services.note_cancel_sent(self.remote_turn)
+            bindings.note_cancel_sent(self.remote_turn)
 
     # --- function calls ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import logging
 
 from django.utils import timezone
 
+from rebyte import bindings
 from rebyte import services as rebyte_services
 from rebyte.client import ProviderError, RebyteGateway, Refused
 from rebyte.models import RemoteSession
@@ -45,7 +46,7 @@ def start_over(lease, *, lost: RemoteSession | None, reason: str) -> None:
         with services.fenced(lease) as run:
             if lost is not None:
                 rebyte_services.mark_session_gone(lost, now=timezone.now())
-            rebyte_services.unbind_lost_session(lease.run_id)
+            bindings.unbind_lost_session(lease.run_id)
             services.start_input_over(run, reason=reason)
 
     _quietly(start_input_over)

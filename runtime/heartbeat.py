@@ -20,6 +20,10 @@ from runtime import services
 
 logger = logging.getLogger(__name__)
 
+# Held by a statement that locks several of this process's runs at once (the beat, the group commit of their
+# projections): two such statements of one process could lock the same runs in different orders and deadlock.
+several_runs_statement = threading.Lock()
+
 
 class HeldLease:
     """A lease in the process's heartbeat: `check()` raises LeaseLost once the beat found it taken over."""
@@ -75,7 +79,8 @@ class ProcessHeartbeat:
         if not holding:
             return
         try:
-            lost = services.extend_leases([held.lease for held in holding])
+            with several_runs_statement:
+                lost = services.extend_leases([held.lease for held in holding])
         finally:
             # Back to the pool (or, in a process without one, closed): the beat holds nothing between beats.
             connection.close()

@@ -43,6 +43,13 @@ def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
     return lock_run(id=run_id, lease_generation=generation, state__in=leased_states)
 
 
+def lock_leased_runs(generations: dict, *, leased_states) -> dict:
+    """Several leased runs at once, in id order, each with its submission: {run id: run} for those whose fencing
+    token is still the generation given (the others are locked too until the transaction ends, and left out)."""
+    runs = lock_runs(id__in=list(generations), state__in=leased_states)
+    return {run.id: run for run in runs if run.lease_generation == generations[run.id]}
+
+
 def lock_free_runs(
     condition: Q, *, order_by: str, limit: int, related: tuple[str, ...] = RELATED_FOR_WRITES
 ) -> list[Run]:

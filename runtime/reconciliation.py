@@ -5,6 +5,7 @@ parked waiting for them resume (or fail, when the creation failed).
 from django.db import transaction
 from django.db.models import Q
 
+from rebyte import bindings
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway
 from rebyte.models import IntentState, RemoteTurn
@@ -27,7 +28,7 @@ def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
         for run in waiting:
             remote_turn: RemoteTurn = run.remote_turn
             intent = remote_turn.pending_intent
-            rebyte_services.wait_for_intent(remote_turn, None)
+            bindings.wait_for_intent(remote_turn, None)
             if intent.state == IntentState.FAILED:
                 services.fail_parked_run(run, code="provider_rejected", message=intent.last_error)
             else:

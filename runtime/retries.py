@@ -8,7 +8,7 @@ import uuid
 
 from django.db import transaction
 
-from rebyte import services as rebyte_services
+from rebyte import bindings
 from runtime import services
 from runtime.models import StaffRunActionOutcome
 
@@ -19,7 +19,7 @@ def staff_retry_failed_run(run_id, *, actor, batch) -> str:
         run = services.lock_run_for_staff(run_id)
         outcome = services.reopen_failed_run(run, actor=actor, batch=batch)
         if outcome == StaffRunActionOutcome.QUEUED_AGAIN:
-            rebyte_services.forget_remote_turn(run)
+            bindings.forget_remote_turn(run)
         return outcome
 
 
@@ -28,4 +28,4 @@ def owner_retry_failed_run(*, owner, submission_id, client_retry_id: uuid.UUID) 
     with transaction.atomic(durable=True):
         run = services.reopen_owned_failed_run(owner=owner, submission_id=submission_id, retry_id=client_retry_id)
         if run is not None:  # queued again now, not a replay
-            rebyte_services.forget_remote_turn(run)
+            bindings.forget_remote_turn(run)

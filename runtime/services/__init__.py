@@ -36,12 +36,14 @@ from runtime.services.commands import (
 from runtime.services.devices import claim_invocation, complete_invocation, register_device, resolve_uncertain_call
 from runtime.services.lease import (
     Lease,
+    LeasedOutput,
     LeaseLost,
     claim,
     claim_run,
     extend_leases,
     fenced,
     finish_run,
+    project_outputs_together,
     release_after_error,
     release_for_provider,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "AdmissionStatement",
     "FencedRun",
     "Lease",
+    "LeasedOutput",
     "LeaseLost",
     "MainChatTarget",
     "MessageCommand",
@@ -102,6 +105,7 @@ __all__ = [
     "fenced",
     "finish_in_transaction",
     "finish_run",
+    "project_outputs_together",
     "extend_leases",
     "leave_waiting_device",
     "lock_run_for_staff",

@@ -199,6 +199,39 @@ def fenced(lease: Lease):
             run.save(update_fields=[*changed, "updated_at"])
 
 
+@dataclass(frozen=True)
+class LeasedOutput:
+    """One run's share of a process's group commit: the reply text its driver read since its last projection."""
+
+    lease: Lease
+    outputs: list[lifecycle.Output]
+
+
+def project_outputs_together(projections: list[LeasedOutput]) -> dict:
+    """Inside the caller's transaction, the projections of many runs of one worker process (its group commit).
+
+    Fenced like `fenced`, each by its own run's lease: the runs are locked in id order, and only those whose
+    lease is current get their text appended (one statement for all) and their events written (one statement per
+    conversation, in conversation order, the order of the conversation locks). Returns {run id: a read-only
+    view} of the runs projected; a run missing from it lost its lease, and nothing of its share was written.
+    """
+    by_run = {uuid.UUID(str(projection.lease.run_id)): projection for projection in projections}
+    runs = locks.lock_leased_runs(
+        {run_id: projection.lease.generation for run_id, projection in by_run.items()},
+        leased_states=LEASED_RUN_STATES,
+    )
+    lifecycle.append_to_messages(
+        {
+            run.submission.assistant_message_id: "".join(output.delta for output in by_run[run_id].outputs)
+            for run_id, run in runs.items()
+        }
+    )
+    for run_id, run in sorted(runs.items(), key=lambda entry: str(entry[1].submission.conversation_id)):
+        message_id = run.submission.assistant_message_id
+        lifecycle.project_events(run, lifecycle.output_events(message_id, by_run[run_id].outputs))
+    return {run_id: FencedRun(run) for run_id, run in runs.items()}
+
+
 def _field_values(run: Run) -> dict:
     return {field.name: getattr(run, field.attname) for field in Run._meta.concrete_fields if not field.primary_key}
 

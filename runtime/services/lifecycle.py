@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Value
-from django.db.models.functions import Concat
 from django.utils import timezone
 
+from impo.database import prepared_cursor
 from runtime import outbound
 from runtime.events import append_events
 from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
@@ -84,11 +83,32 @@ def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
     """Appends the new text to the assistant message (one write) and projects each delta and completion as its
     own event, in order; inside the run's fenced transaction."""
     message_id = run.submission.assistant_message_id
-    appended = "".join(output.delta for output in outputs)
-    if appended:
-        Message.objects.filter(id=message_id).update(
-            text=Concat(F("text"), Value(appended)), status=MessageStatus.STREAMING, updated_at=timezone.now()
+    append_to_messages({message_id: "".join(output.delta for output in outputs)})
+    project_events(run, output_events(message_id, outputs))
+
+
+# Each assistant message's new text appended in one statement, for one run's projection or for a process's group.
+_APPEND_TO_MESSAGES_SQL = """
+UPDATE runtime_message message
+SET text = message.text || appended.text, status = %(streaming)s::varchar, updated_at = now()
+FROM unnest(%(ids)s::uuid[], %(texts)s::text[]) AS appended(id, text)
+WHERE message.id = appended.id
+"""
+
+
+def append_to_messages(appended: dict) -> None:
+    """{assistant message id: text to append}; a message given no text is left as it is."""
+    appended = {message_id: text for message_id, text in appended.items() if text}
+    if not appended:
+        return
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _APPEND_TO_MESSAGES_SQL,
+            {"streaming": MessageStatus.STREAMING.value, "ids": list(appended), "texts": list(appended.values())},
         )
+
+
+def output_events(message_id, outputs: list[Output]) -> list[tuple[str, dict]]:
     events = []
     for output in outputs:
         if output.delta:
@@ -102,7 +122,7 @@ def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
                     {"messageId": str(message_id), "partId": output.part_id, "text": output.completed_text},
                 )
             )
-    project_events(run, events)
+    return events
 
 
 def enter_waiting_device(run: "Run | FencedRun") -> None:

@@ -2,6 +2,7 @@
 all of its leases, and live deltas projected together after the first (issue 27)."""
 
 import math
+import threading
 import uuid
 from contextlib import ExitStack
 from datetime import timedelta
@@ -13,8 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runtime import services
-from runtime.heartbeat import ProcessHeartbeat
-from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Run, RunState
+from runtime.group_commit import GroupCommit
+from runtime.heartbeat import ProcessHeartbeat, several_runs_statement
+from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Message, Run, RunState
 from runtime.services import MessageCommand, create_task
 from tests.processes import wait_until
 
@@ -57,6 +59,16 @@ def echo_chunks(text: str, count: int) -> list[str]:
     return [reply[i : i + size] for i in range(0, len(reply), size)]
 
 
+def claimed_with_the_last_taken_over(user, label: str) -> tuple[list[Run], list[services.Lease]]:
+    """Five runs claimed by worker-a; the last one's lease expired and worker-b claimed it, so worker-a's lease on
+    it is stale (nothing more of worker-a's may be written to it)."""
+    runs = start_tasks(user, [f"{label} {index}" for index in range(5)])
+    leases = [services.claim_run(run.id, "worker-a") for run in runs]
+    Run.objects.filter(id=runs[-1].id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert services.claim_run(runs[-1].id, "worker-b") is not None
+    return runs, leases
+
+
 def with_saved_agent(user) -> None:
     """One run first: the user's runs racing to create the user's agent would park for its reconciliation."""
     [run] = settled(start_tasks(user, ["the agent's first run"]))
@@ -89,11 +101,7 @@ def test_runs_waiting_on_the_provider_hold_no_database_connection(stack, user, r
 
 @pytest.mark.django_db(transaction=True)
 def test_one_heartbeat_statement_extends_every_lease_and_reports_only_the_lost_one(user):
-    runs = start_tasks(user, [f"run {index}" for index in range(5)])
-    leases = [services.claim_run(run.id, "worker-a") for run in runs]
-    # The last run is taken over: its lease expired and another worker claimed it.
-    Run.objects.filter(id=runs[-1].id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert services.claim_run(runs[-1].id, "worker-b") is not None
+    runs, leases = claimed_with_the_last_taken_over(user, "run")
     heartbeat = ProcessHeartbeat()
     before = dict(Run.objects.filter(id__in=[run.id for run in runs]).values_list("id", "lease_expires_at"))
 
@@ -169,3 +177,44 @@ def test_an_owners_first_runs_at_once_create_one_remote_agent(stack, user, rebyt
     assert [run.state for run in runs] == [RunState.COMPLETED] * 4
     agents = [a for a in rebyte_double.state()["agents"] if a["metadata"].get("impo_owner") == str(user.id)]
     assert len(agents) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_its_own_lease(user):
+    runs, leases = claimed_with_the_last_taken_over(user, "grouped")
+    commit = GroupCommit()
+    outcomes: dict = {}
+
+    def project(index: int) -> None:
+        try:
+            view = commit.project(leases[index], [services.Output("text-1", f"words of {index}")], progress=None)
+            outcomes[index] = view.id
+        except services.LeaseLost as exc:
+            outcomes[index] = exc
+        finally:
+            connection.close()
+
+    with several_runs_statement:  # the group commit's writer waits here, as it would for the heartbeat's beat
+        first = threading.Thread(target=project, args=(0,))
+        first.start()
+        wait_until(lambda: commit.writing == 1, timeout=30, interval=0.05, what="the writer to take the first run")
+        others = [threading.Thread(target=project, args=(index,)) for index in range(1, 5)]
+        for thread in others:
+            thread.start()
+        wait_until(lambda: commit.waiting == 4, timeout=30, interval=0.05, what="four runs handed over")
+    for thread in [first, *others]:
+        thread.join(timeout=60)
+
+    assert [outcomes[index] for index in range(4)] == [run.id for run in runs[:4]]
+    assert isinstance(outcomes[4], services.LeaseLost)
+    messages = {
+        run.id: Message.objects.get(id=run.submission.assistant_message_id)
+        for run in Run.objects.filter(id__in=[r.id for r in runs]).select_related("submission")
+    }
+    assert [messages[run.id].text for run in runs] == ["words of 0", "words of 1", "words of 2", "words of 3", ""]
+    # One transaction for the four handed over while the first was written (now() is its start), another before.
+    grouped = {messages[run.id].updated_at for run in runs[1:4]}
+    assert len(grouped) == 1 and messages[runs[0].id].updated_at not in grouped
+    for index, run in enumerate(runs[:4]):
+        assert [event.payload["delta"] for event in deltas_of(run)] == [f"words of {index}"]
+    assert deltas_of(runs[4]) == []

@@ -1,0 +1,94 @@
+"""A run's binding to the provider (its RemoteTurn): the session its input went to, the turn that input started, and
+how much of that turn's reply was projected, written with the projections it counts.
+"""
+
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from impo.database import prepared_cursor
+from rebyte.models import CreationIntent, RemoteSession, RemoteTurn
+from runtime.models import Run
+
+
+def remote_turn_of(run: Run) -> RemoteTurn:
+    """The run's binding, with its session; inside the claim, whose lock on the run makes the create race-free."""
+    remote_turn = RemoteTurn.objects.select_related("session__intent", "session__conversation").filter(run=run).first()
+    return remote_turn or RemoteTurn.objects.create(run=run)
+
+
+def unbind_lost_session(run_id) -> None:
+    """The run starts over in a new session: its binding to the lost one (and to a turn there) goes. What was
+    projected stays counted by item id; the new session's items have ids of their own."""
+    RemoteTurn.objects.filter(run_id=run_id).update(
+        session=None, baseline_turn_ids=[], turn_id="", pending_intent=None, updated_at=timezone.now()
+    )
+
+
+def forget_remote_turn(run: Run) -> None:
+    """Drops a failed run's binding to its turn when staff retry it: the next attempt starts as a new run would."""
+    RemoteTurn.objects.filter(run=run).delete()
+
+
+def bind_session(
+    remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequence: int
+) -> None:
+    """The run's input goes to this session (its user message at `message_sequence`, the reply after it)."""
+    remote_turn.session = session
+    remote_turn.baseline_turn_ids = baseline_turn_ids
+    remote_turn.pending_intent = None
+    remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
+    RemoteSession.objects.filter(id=session.id).update(
+        first_message_sequence=Coalesce(F("first_message_sequence"), Value(message_sequence)),
+        last_message_sequence=message_sequence + 1,
+    )
+
+
+def note_projected(remote_turn: RemoteTurn, *, turn_id: str, progress: dict[str, tuple[int, bool]]) -> None:
+    """The turn found for the run, and how many characters of which items were projected (and which completed),
+    written with the projection they describe."""
+    note_projected_together([(remote_turn, turn_id, progress)])
+
+
+# The progress of many runs' turns in one statement (a worker process's group commit of their projections).
+_NOTE_PROJECTED_SQL = """
+UPDATE rebyte_remoteturn turn
+SET turn_id = noted.turn_id, projected = noted.projected, completed_items = noted.completed_items, updated_at = now()
+FROM unnest(%(ids)s::bigint[], %(turn_ids)s::varchar[], %(projected)s::jsonb[], %(completed)s::jsonb[])
+    AS noted(id, turn_id, projected, completed_items)
+WHERE turn.id = noted.id
+"""
+
+
+def note_projected_together(notes: list[tuple[RemoteTurn, str, dict[str, tuple[int, bool]]]]) -> None:
+    """`note_projected` for several runs' turns: (remote turn, turn id, progress) each, in the caller's transaction."""
+    if not notes:
+        return
+    for remote_turn, turn_id, progress in notes:
+        remote_turn.turn_id = turn_id
+        for item_id, (characters, completed) in progress.items():
+            remote_turn.projected[item_id] = characters
+            if completed and item_id not in remote_turn.completed_items:
+                remote_turn.completed_items.append(item_id)
+    turns = [remote_turn for remote_turn, _, _ in notes]
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _NOTE_PROJECTED_SQL,
+            {
+                "ids": [turn.pk for turn in turns],
+                "turn_ids": [turn.turn_id for turn in turns],
+                "projected": [Jsonb(turn.projected) for turn in turns],
+                "completed": [Jsonb(turn.completed_items) for turn in turns],
+            },
+        )
+
+
+def note_cancel_sent(remote_turn: RemoteTurn) -> None:
+    remote_turn.cancel_sent_at = timezone.now()
+    remote_turn.save(update_fields=["cancel_sent_at", "updated_at"])
+
+
+def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
+    remote_turn.pending_intent = intent
+    remote_turn.save(update_fields=["pending_intent", "updated_at"])

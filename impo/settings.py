@@ -215,6 +215,8 @@ CHANNEL_LAYERS = {
 # worker's runs are woken again by the sweeper once their lease expires; prefetch 1 stops one worker
 # hoarding wake-ups others could serve.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+# Redis's transport, but a worker survives losing Redis with wake-ups unacknowledged (impo/broker.py).
+CELERY_BROKER_TRANSPORT = "impo.broker:Transport"
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True

@@ -1,0 +1,30 @@
+"""The broker transport every Celery client uses (impo/broker.py), against the real Redis."""
+
+import uuid
+
+import redis
+from django.conf import settings
+from kombu import Connection
+
+
+def test_a_channel_closed_after_its_connection_was_dropped_keeps_its_unacknowledged_message_in_redis():
+    queue = f"broker-test-{uuid.uuid4().hex}"
+    with Connection(settings.CELERY_BROKER_URL, transport=settings.CELERY_BROKER_TRANSPORT) as sending:
+        sending.SimpleQueue(queue).put({"wake": "a run"})
+    connection = Connection(settings.CELERY_BROKER_URL, transport=settings.CELERY_BROKER_TRANSPORT)
+    channel = connection.channel()
+    message = connection.SimpleQueue(queue, channel=channel).get(timeout=10)  # received, not acknowledged
+
+    # Where Celery's consumer is when the connection to Redis breaks: the broken connection was dropped from the
+    # transport (kombu's `Connection` sets this to None) and the channel holding the message is closed next. With
+    # kombu's own transport the close raised AttributeError, and the worker exited on an "unrecoverable error".
+    connection.transport.client = None
+    channel.close()
+
+    unacknowledged = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        assert unacknowledged.hexists("unacked", message.delivery_tag)  # redelivered after the visibility timeout
+        assert unacknowledged.llen(queue) == 0  # not given back at once: the sweeper re-wakes its run meanwhile
+    finally:
+        unacknowledged.hdel("unacked", message.delivery_tag)
+        unacknowledged.close()

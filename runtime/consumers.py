@@ -123,15 +123,19 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         """Nothing to do: see `receive`."""
 
-    async def conversation_event(self, message):
-        event = message["event"]
+    async def conversation_events(self, message):
+        """The events of one write, in seq order: sent while each follows the last one sent (one already sent is
+        skipped); a gap before one of them is filled from the log."""
         async with self.send_lock:
-            if event["seq"] == self.last_sent_seq + 1:
-                await self.send_json(event)
-                self.last_sent_seq = event["seq"]
+            for event in message["events"]:
+                if event["seq"] == self.last_sent_seq + 1:
+                    await self.send_json(event)
+                    self.last_sent_seq = event["seq"]
+                elif event["seq"] > self.last_sent_seq:
+                    break
+            else:
                 return
-        if event["seq"] > self.last_sent_seq:
-            await self.catch_up()
+        await self.catch_up()
 
     async def catch_up(self):
         """Sends every logged event after the last one sent, in order."""

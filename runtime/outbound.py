@@ -68,15 +68,15 @@ def publish_events(conversation_id, wire_events: list[dict]) -> None:
     if not wire_events:
         return
 
-    async def push_in_order():
+    async def push_together():
         from channels.layers import get_channel_layer
 
-        layer = get_channel_layer()
-        group = conversation_group(conversation_id)
-        for wire_event in wire_events:
-            await layer.group_send(group, {"type": "conversation.event", "event": wire_event})
+        # One message for the events of one write (in seq order): a streaming run's projection is often several.
+        await get_channel_layer().group_send(
+            conversation_group(conversation_id), {"type": "conversation.events", "events": wire_events}
+        )
 
-    send_after_commit(lambda: _sender.send(push_in_order()))
+    send_after_commit(lambda: _sender.send(push_together()))
 
 
 def conversation_group(conversation_id) -> str:

@@ -5,6 +5,7 @@ The claim statement is compiled from them, the settling of runs that may never b
 the sweeper and `/metrics` count with them.
 """
 
+import functools
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -130,17 +132,25 @@ def claim(run_id, worker_id: str) -> Lease | None:
     return lease
 
 
-def _claim_statement(run_id, worker_id: str) -> Lease | None:
+@functools.cache
+def _claim_sql(max_attempts: int) -> tuple[str, tuple]:
+    """The claim statement's SQL and its fixed parameters, compiled from the claim rule once per process (and
+    per attempt limit, a setting): compiling the ORM query cost more than running it. The run comes first, as a
+    parameter of its own, so the compiled candidate names no run."""
     candidate = (
         locks.locking_runs(skip_locked=True)
-        .filter(Q(id=run_id) & claimable())
+        .filter(Q(id=RawSQL("(SELECT id FROM target)", ())) & claimable())
         .values("id", conversation=F("submission__conversation_id"))
     )
     candidate_sql, candidate_params = candidate.query.sql_with_params()
+    return f"WITH target AS (SELECT %s::uuid AS id), candidate AS ({candidate_sql}) {_LEASE_UPDATE}", candidate_params
+
+
+def _claim_statement(run_id, worker_id: str) -> Lease | None:
+    sql, candidate_params = _claim_sql(settings.IMPO_RUN_MAX_ATTEMPTS)
     with prepared_cursor() as cursor:
         cursor.execute(
-            f"WITH candidate AS ({candidate_sql}) {_LEASE_UPDATE}",
-            [*candidate_params, RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()],
+            sql, [run_id, *candidate_params, RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()]
         )
         row = cursor.fetchone()
     if row is None:

@@ -19,6 +19,6 @@ def test_the_pushed_accepted_event_equals_the_logged_one(api):
 
     api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
 
-    pushed = async_to_sync(layer.receive)(channel)["event"]
+    [pushed] = async_to_sync(layer.receive)(channel)["events"]  # the admission's one event, as one push
     assert pushed == event_to_wire(Event.objects.get())
     assert pushed["payload"]["userMessage"]["text"] == "hi"

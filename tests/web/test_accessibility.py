@@ -19,7 +19,7 @@ def test_the_chat_page_with_a_reply_and_a_tool_call_has_no_serious_accessibility
     last_assistant(browser_page).locator(".status-completed").wait_for()
     send(browser_page, '/tool play_sound {"sound": "kazoo"}')
     last_assistant(browser_page).locator(".status-completed").wait_for()
-    last_assistant(browser_page).locator(".tool summary").click()
+    last_assistant(browser_page).locator(".tool > summary").click()
 
     assert run_axe(browser_page) == []
 

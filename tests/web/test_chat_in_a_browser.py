@@ -116,7 +116,7 @@ def test_at_390_pixels_nothing_overflows_sideways_and_the_header_stays_on_one_li
     last_assistant(page).locator(".status-completed").wait_for()
     send(page, f'/tool save_note {{"text": "{LONG_WORD}"}}')
     last_assistant(page).locator(".status-completed").wait_for()
-    last_assistant(page).locator(".tool summary").click()
+    last_assistant(page).locator(".tool > summary").click()
 
     for path in ("/", "/tasks/", "/schedules/"):
         if path != "/":

@@ -1,7 +1,9 @@
 """Settings come from the environment; the defaults are safe for a local machine only."""
 
 import ipaddress
+import ssl
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -215,8 +217,14 @@ CHANNEL_LAYERS = {
 # worker's runs are woken again by the sweeper once their lease expires; prefetch 1 stops one worker
 # hoarding wake-ups others could serve.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-# Redis's transport, but a worker survives losing Redis with wake-ups unacknowledged (impo/broker.py).
-CELERY_BROKER_TRANSPORT = "impo.broker:Transport"
+# Redis's transport, but a worker survives losing Redis with wake-ups unacknowledged (impo/broker.py). Named, the
+# transport no longer comes from the URL's scheme: TLS (`rediss://`) is then asked for here, verifying the server's
+# certificate. Another broker (`amqp://`) keeps its own transport.
+_BROKER_SCHEME = urlsplit(CELERY_BROKER_URL).scheme
+if _BROKER_SCHEME in ("redis", "rediss"):
+    CELERY_BROKER_TRANSPORT = "impo.broker:Transport"
+if _BROKER_SCHEME == "rediss":
+    CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True

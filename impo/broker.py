@@ -2,11 +2,12 @@
 
 When the connection to Redis drops, Celery's consumer first detaches the broken connection from its transport and
 then closes the task consumer's channel, whose QoS gives back the wake-ups received but not yet acknowledged (with
-the threads pool there can always be one between its receipt and its acknowledgement). Giving them back needs
-Redis: through the detached transport kombu raises AttributeError, which Celery treats as unrecoverable, and the
-worker exits. Here a give-back that cannot reach Redis is skipped: the messages stay in Redis's set of
-unacknowledged messages (redelivered after the visibility timeout), and the runs they would wake are re-woken by
-the sweeper from the database, which is the queue of record.
+the threads pool there can always be one between its receipt and its acknowledgement); a wake-up already running
+is acknowledged later, through that closed channel. Both need Redis: through the detached transport (or the closed
+channel) kombu raises AttributeError, which Celery treats as unrecoverable, and the worker exits. Here a give-back
+or an acknowledgement that has no connection left is skipped: the message stays in Redis's set of unacknowledged
+messages (redelivered after the visibility timeout: a wake-up whose claim then finds nothing to do), and the runs
+they would wake are re-woken by the sweeper from the database, which is the queue of record.
 """
 
 import logging
@@ -17,8 +18,12 @@ logger = logging.getLogger(__name__)
 
 
 class QoS(redis.QoS):
+    def _connection_dropped(self) -> bool:
+        transport = self.channel.connection
+        return transport is None or transport.client is None
+
     def restore_unacked(self, client=None):
-        if client is None and self.channel.connection.client is None:
+        if client is None and self._connection_dropped():
             logger.warning(
                 "Redis connection lost: %d unacknowledged message(s) stay in Redis until the visibility timeout",
                 len(self._delivered),
@@ -26,6 +31,24 @@ class QoS(redis.QoS):
             self._delivered.clear()
             return
         super().restore_unacked(client)
+
+    def ack(self, delivery_tag):
+        if not self._kept_in_redis(delivery_tag):
+            super().ack(delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        if not self._kept_in_redis(delivery_tag):
+            super().reject(delivery_tag, requeue=requeue)
+
+    def _kept_in_redis(self, delivery_tag) -> bool:
+        """True when the message's channel has no connection left: its acknowledgement (or rejection) is skipped."""
+        if not self._connection_dropped():
+            return False
+        logger.warning(
+            "Redis connection lost: message %s stays unacknowledged until the visibility timeout", delivery_tag
+        )
+        self._delivered.pop(delivery_tag, None)
+        return True
 
 
 class Channel(redis.Channel):

@@ -37,7 +37,7 @@ class _Handed:
 
     @property
     def run_id(self) -> uuid.UUID:
-        return uuid.UUID(str(self.projection.lease.run_id))
+        return self.projection.lease.run_id
 
 
 class GroupCommit:

@@ -161,7 +161,8 @@ def _claim_statement(run_id, worker_id: str) -> Lease | None:
         submission_id,
         [(EventType.RUN_STARTED, {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING})],
     )
-    return Lease(run_id=run_id, generation=generation, worker_id=worker_id, attempt=attempt)
+    # As a UUID whatever the caller passed (a Celery task carries it as a string): leases are keyed by it.
+    return Lease(run_id=uuid.UUID(str(run_id)), generation=generation, worker_id=worker_id, attempt=attempt)
 
 
 def _settle_never_claimable(run_id) -> bool:
@@ -225,7 +226,7 @@ def project_outputs_together(projections: list[LeasedOutput]) -> dict:
     conversation, in conversation order, the order of the conversation locks). Returns {run id: a read-only
     view} of the runs projected; a run missing from it lost its lease, and nothing of its share was written.
     """
-    by_run = {uuid.UUID(str(projection.lease.run_id)): projection for projection in projections}
+    by_run = {projection.lease.run_id: projection for projection in projections}
     runs = locks.lock_leased_runs(
         {run_id: projection.lease.generation for run_id, projection in by_run.items()},
         leased_states=LEASED_RUN_STATES,

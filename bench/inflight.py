@@ -23,7 +23,7 @@ from bench import own_share
 from bench.admission import cpu_seconds
 from bench.harness import Figure, create_users, median_and_p95
 from bench.worker_host import HOST, LEASE_SECONDS, start_host
-from tests.processes import ServiceProcess, Stack, start_web, wait_until
+from tests.processes import Stack, WorkerProcess, start_web, wait_until
 
 REPLY_LENGTH = 100  # "Echo: " and the message: a turn of N deltas sends REPLY_LENGTH / N characters each
 SAMPLE_SECONDS = 0.5
@@ -90,7 +90,7 @@ def runs_in_flight(run_ids: list) -> int:
 class Sampler:
     """Samples the host every SAMPLE_SECONDS in a thread of its own, until stopped."""
 
-    def __init__(self, host: ServiceProcess, run_ids: list):
+    def __init__(self, host: WorkerProcess, run_ids: list):
         self.samples = Samples()
         self._host = host
         self._run_ids = run_ids
@@ -198,6 +198,7 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes) -> list[Figure]
             notes=[
                 f"median {median:.1f} s, p95 {p95:.1f} s; outcomes {dict(outcomes)}; admitted in {admitting:.1f} s "
                 f"({ADMITTING_THREADS} threads), all settled {elapsed:.1f} s after the first admission",
+                f"where the time went, median (p95): {phases(run_ids)}",
                 f"peak in flight {max(samples.in_flight, default=0)} of {turns}",
                 f"PostgreSQL connections held by the host: max {max(samples.connections, default=0)} over "
                 f"{len(samples.connections)} samples (every {SAMPLE_SECONDS} s)",
@@ -206,6 +207,27 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes) -> list[Figure]
             ],
         )
     ]
+
+
+def phases(run_ids: list[str]) -> str:
+    """Where a slow turn's time went, median (p95) of each leg: accepted → claimed → input sent (the session
+    created with it, or the message event) → first reply text projected → settled."""
+    from django.db.models import Min, Q
+
+    from runtime.models import EventType, Run
+
+    rows = Run.objects.filter(id__in=run_ids, started_at__isnull=False, input_sent_at__isnull=False).annotate(
+        first_delta_at=Min("submission__events__created_at", filter=Q(submission__events__type=EventType.TEXT_DELTA))
+    )
+    legs: dict[str, list[float]] = {"accepted → claimed": [], "→ input sent": [], "→ first text": [], "→ end": []}
+    for run in rows.exclude(first_delta_at=None).exclude(finished_at=None):
+        points = [run.created_at, run.started_at, run.input_sent_at, run.first_delta_at, run.finished_at]
+        for leg, begin, end in zip(legs, points, points[1:], strict=False):
+            legs[leg].append((end - begin).total_seconds())
+    return ", ".join(
+        f"{leg} {median:.1f} ({p95:.1f}) s"
+        for leg, (median, p95) in ((leg, median_and_p95(values)) for leg, values in legs.items() if values)
+    )
 
 
 def _outcomes(run_ids: list[str]) -> Counter:

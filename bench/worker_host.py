@@ -1,14 +1,18 @@
-"""The worker host the in-flight figures measure: one worker process as the Procfile ships it."""
+"""The worker host the in-flight figures measure: as the Procfile ships it, one worker process per core."""
 
-from tests.processes import ServiceProcess, Stack
+import os
 
-HOST = "impo-inflight-host"  # its PGAPPNAME: the connections it holds are counted by this name
+from tests.processes import Stack, WorkerProcess
+
+HOST = "impo-inflight-host"  # its PGAPPNAME: the connections its processes hold are counted by this name
 LEASE_SECONDS = 10
 
 
-def start_host(stack: Stack) -> ServiceProcess:
-    """A worker as shipped, but for its lease: the stack's 3 s (for quick recovery tests) would have hundreds of
-    leases hang on one heartbeat statement a second on a machine this loaded; production's is 30 s."""
+def start_host(stack: Stack) -> WorkerProcess:
+    """A worker host as shipped, but for its lease: the stack's 3 s (for quick recovery tests) would have hundreds
+    of leases hang on one heartbeat statement a second on a machine this loaded; production's is 30 s."""
     return stack.start_worker(
-        "inflight-host", env={"PGAPPNAME": HOST, "LOG_LEVEL": "WARNING", "IMPO_RUN_LEASE_SECONDS": str(LEASE_SECONDS)}
+        "inflight-host",
+        env={"PGAPPNAME": HOST, "LOG_LEVEL": "WARNING", "IMPO_RUN_LEASE_SECONDS": str(LEASE_SECONDS)},
+        host_processes=len(os.sched_getaffinity(0)),
     )

@@ -18,6 +18,10 @@ if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
     # Hundreds of runs' short transactions arrive in bursts (a window's projections, a wave of claims): a run
     # queues for a connection rather than failing its attempt while the host is busy.
     os.environ.setdefault("DATABASE_POOL_TIMEOUT_SECONDS", "30")
+    # A worker's transactions are short and rarely many at once (a process's projections share one, its leases
+    # one heartbeat statement): 500 runs in flight held at most 5 (bench/RESULTS.md). A host runs one worker per
+    # core, so its connections are cores × this.
+    os.environ.setdefault("DATABASE_POOL_MAX_SIZE", "10")
 
 logger = logging.getLogger(__name__)
 

@@ -88,6 +88,14 @@ class ServiceProcess:
         self._log.close()
 
 
+class WorkerProcess(ServiceProcess):
+    """A Celery worker, or a worker host supervising `processes` of them (all in its process group)."""
+
+    def __init__(self, name: str, argv: list[str], *, env: dict, processes: int):
+        super().__init__(name, argv, env=env)
+        self.processes = processes
+
+
 def start_temporal_dev_server() -> tuple[ServiceProcess, str]:
     port = free_port()
     database = Path(tempfile.mkdtemp(prefix="impo-temporal-")) / "temporal.db"
@@ -224,35 +232,34 @@ class Stack:
         self.processes: list[ServiceProcess] = []
 
     def start_worker(
-        self, name: str = "worker", *, queue: str | None = None, env: dict | None = None, wait: bool = True
-    ) -> ServiceProcess:
+        self,
+        name: str = "worker",
+        *,
+        queue: str | None = None,
+        env: dict | None = None,
+        wait: bool = True,
+        host_processes: int | None = None,
+    ) -> "WorkerProcess":
         """A Celery worker as shipped (the threads pool, IMPO_WORKER_CONCURRENCY runs at once, pooled database
         connections); `queue` (its heartbeat's too) instead of the stack's, as on another machine; `env` on top of
-        the stack's. `wait=False` returns while it boots (`wait_ready` then), so it boots beside others."""
+        the stack's. `wait=False` returns while it boots (`wait_ready` then), so it boots beside others.
+        `host_processes`: the worker host as `make run` starts it (impo/worker_host.py), with that many worker
+        processes, instead of one worker process."""
         env = {**self.env, **(env or {}), **({"CELERY_QUEUE": queue} if queue else {})}
-        worker = ServiceProcess(
-            name,
-            [
-                str(VENV_BIN / "celery"),
-                "-A",
-                "impo",
-                "worker",
-                "-n",
-                f"{name}-{free_port()}@%h",
-                "--without-mingle",
-                "--without-gossip",
-                *(["-Q", queue] if queue else []),
-                "-l",
-                "info",
-            ],
-            env=env,
-        )
+        options = ["-n", f"{name}-{free_port()}@%h", "--without-mingle", "--without-gossip"]
+        options += [*(["-Q", queue] if queue else []), "-l", "info"]
+        if host_processes is None:
+            argv = [str(VENV_BIN / "celery"), "-A", "impo", "worker", *options]
+        else:
+            argv = [sys.executable, "-m", "impo.worker_host", *options]
+            env["IMPO_WORKER_PROCESSES"] = str(host_processes)
+        worker = WorkerProcess(name, argv, env=env, processes=host_processes or 1)
         self.processes.append(worker)
         if wait:
             self.wait_ready(worker)
         return worker
 
-    def wait_ready(self, worker: ServiceProcess) -> None:
+    def wait_ready(self, worker: "WorkerProcess") -> None:
         wait_until(lambda: self._ready(worker), timeout=60, what=f"celery {worker.name} (log: {worker.log_path})")
 
     def start_sweeper(self, interval: float = 0.3) -> ServiceProcess:
@@ -271,10 +278,10 @@ class Stack:
         return loop
 
     @staticmethod
-    def _ready(worker: ServiceProcess) -> bool:
+    def _ready(worker: "WorkerProcess") -> bool:
         if not worker.alive:
             raise RuntimeError(f"{worker.name} exited:\n{worker.log_text()[-3000:]}")
-        return " ready." in worker.log_text()
+        return worker.log_text().count(" ready.") >= worker.processes
 
     def stop(self, timeout: float = 10) -> None:
         """Terminates every process at once and waits for them together: a test's teardown takes as long as its

@@ -14,7 +14,7 @@ import time
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -71,7 +71,17 @@ def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
     if agent is not None:
         return agent
     with transaction.atomic(durable=True):
-        intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
+        # One run at a time opens the owner's agent create, and it looks for a create in flight before the agent
+        # again: one adopted since the read above (its intent no longer in flight) committed with its adoption, so
+        # this read of the agent sees it. Otherwise two runs could each miss both and create two agents.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"impo-agent-create:{owner.pk}"])
+        intent = CreationIntent.objects.filter(kind=IntentKind.AGENT, owner=owner, state=IntentState.INTENDED).first()
+        if intent is None:
+            agent = _current_agent(owner.pk)
+            if agent is not None:
+                return agent
+            intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
     return realise(intent, gateway)
 
 

@@ -61,6 +61,7 @@ _TRUTH_EVENTS = frozenset(
         "error",
     }
 )
+_STREAMING_TURN_STATES = frozenset({"queued", "in_progress"})
 _TURN_END_EVENTS = frozenset(
     {"agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"}
 )
@@ -289,10 +290,13 @@ class _RunDriver:
 
     def _follow(self, session: RemoteSession, live: LiveStream, *, read_truth: bool) -> None:
         last_resend = time.monotonic()
+        followed = None  # the run's turn as last read, while it streams its reply
+        read_items_only = False
         while True:
             self.heartbeat.check()
             if read_truth:
-                turn = self._find_turn(session)
+                turn = followed if read_items_only else self._find_turn(session)
+                followed = turn if turn is not None and turn.status in _STREAMING_TURN_STATES else None
                 if turn is None:
                     if self._input_was_a_message(session) and (
                         time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS
@@ -314,8 +318,12 @@ class _RunDriver:
                 # A batch that ends the turn is not projected from the stream: the truth read next brings the same
                 # text, in the transaction that ends the run.
                 applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
-                # Deltas of an item whose start this stream did not see cannot be placed: the items can.
-                read_truth = not events or not applied or any(_asks_for_truth(event) for event in events)
+                asks = any(_asks_for_truth(event) for event in events)
+                # Deltas of an item whose start this stream did not see cannot be placed: the items can. The turn
+                # is not read again for them while it streams: the stream tells its end, a call or a failure
+                # (a first message's reply is read this way from its start: its session was created with it).
+                read_truth = not events or not applied or asks
+                read_items_only = bool(events) and not asks and followed is not None
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
                 self._send_cancel(session)
 

@@ -218,3 +218,21 @@ def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_it
     for index, run in enumerate(runs[:4]):
         assert [event.payload["delta"] for event in deltas_of(run)] == [f"words of {index}"]
     assert deltas_of(runs[4]) == []
+
+
+def test_a_reply_the_stream_cannot_place_is_read_from_the_items_without_reading_the_turn_again(
+    stack, user, rebyte_double
+):
+    # A first message goes with its session's create, so its turn began before the stream opened: the stream
+    # missed the reply's start and the deltas are read from the items as they come.
+    rebyte_double.configure(delta_delay_ms=300, delta_chunks=12)
+    stack.start_worker()
+    text = "a first message, its turn begun before the stream opened"
+    [run] = settled(start_tasks(user, [text]))
+
+    assert run.state == RunState.COMPLETED
+    assert "".join(event.payload["delta"] for event in deltas_of(run)) == f"Echo: {text}"
+    requests = rebyte_double.state()["requests"]
+    assert requests["list_items"] >= 6  # twelve pieces 0.3 s apart, read as they came
+    # The turn is read to find it and to end the run; its streaming is told by the stream itself.
+    assert requests["list_turns"] <= 3

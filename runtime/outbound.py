@@ -40,28 +40,43 @@ def send_hint_after_commit(send: Callable[[], None], *, delay_seconds: float = 0
     send_after_commit(lambda: _sender.send(send, delay_seconds=max(0.0, delay_seconds)))
 
 
+def send_task_after_commit(
+    task_name: str, object_id, *, mark_unsent: Callable[[], object], delay_seconds: float = 0
+) -> None:
+    """Wakes a worker for one row (a Celery task by name, its id the argument) after commit, `delay_seconds` later.
+
+    If the broker is unreachable, `mark_unsent` records on the row that the wake-up never left, so the periodic
+    pass that owns the row sends it again at once instead of waiting out its re-wake interval.
+    """
+
+    def send() -> None:
+        try:
+            app.send_task(task_name, args=[str(object_id)])
+        except Exception:
+            try:
+                mark_unsent()
+            finally:
+                connection.close()  # the sender's thread keeps no connection between hints
+            raise
+
+    send_hint_after_commit(send, delay_seconds=delay_seconds)
+
+
 EXECUTE_RUN_TASK = "runtime.execute_run"
 
 
 def wake_run(run_id, *, delay_seconds: float = 0) -> None:
     """Wakes a worker for the run after commit; `delay_seconds` for a run that must not start before then.
 
-    Sent by task name: this module sits below the task (which drives runs) and must not import it.
+    Sent by task name: this module sits below the task (which drives runs) and must not import it. The sweeper
+    re-sends a wake-up that never left.
     """
-
-    def send() -> None:
-        try:
-            app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)])
-        except Exception:
-            # The broker is unreachable: mark the wake-up as never sent, so the sweeper's next pass sends it
-            # again instead of waiting out its re-wake interval.
-            try:
-                Run.objects.filter(id=run_id).update(last_woken_at=None)
-            finally:
-                connection.close()
-            raise
-
-    send_hint_after_commit(send, delay_seconds=delay_seconds)
+    send_task_after_commit(
+        EXECUTE_RUN_TASK,
+        run_id,
+        mark_unsent=lambda: Run.objects.filter(id=run_id).update(last_woken_at=None),
+        delay_seconds=delay_seconds,
+    )
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:

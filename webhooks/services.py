@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from impo.celery import app
 from impo.errors import Conflict
 from runtime import outbound
 from runtime.models import Event
@@ -294,17 +293,11 @@ def rewake_due_deliveries() -> int:
 
 
 def wake_delivery(delivery_id, *, delay_seconds: float = 0) -> None:
-    """Asks a worker to attempt the delivery after commit (by task name: the task module sits above this one)."""
-
-    def send() -> None:
-        try:
-            app.send_task(DELIVER_TASK, args=[str(delivery_id)])
-        except Exception:
-            # Never sent: the loop's next pass re-wakes it instead of waiting out the re-wake interval.
-            try:
-                WebhookDelivery.objects.filter(id=delivery_id).update(last_woken_at=None)
-            finally:
-                connection.close()  # the sender's thread keeps no connection between hints
-            raise
-
-    outbound.send_hint_after_commit(send, delay_seconds=delay_seconds)
+    """Asks a worker to attempt the delivery after commit (by task name: the task module sits above this one);
+    the webhooks loop re-sends a wake-up that never left."""
+    outbound.send_task_after_commit(
+        DELIVER_TASK,
+        delivery_id,
+        mark_unsent=lambda: WebhookDelivery.objects.filter(id=delivery_id).update(last_woken_at=None),
+        delay_seconds=delay_seconds,
+    )

@@ -231,15 +231,7 @@ def project_outputs_together(projections: list[LeasedOutput]) -> dict:
         {run_id: projection.lease.generation for run_id, projection in by_run.items()},
         leased_states=LEASED_RUN_STATES,
     )
-    lifecycle.append_to_messages(
-        {
-            run.submission.assistant_message_id: "".join(output.delta for output in by_run[run_id].outputs)
-            for run_id, run in runs.items()
-        }
-    )
-    for run_id, run in sorted(runs.items(), key=lambda entry: str(entry[1].submission.conversation_id)):
-        message_id = run.submission.assistant_message_id
-        lifecycle.project_events(run, lifecycle.output_events(message_id, by_run[run_id].outputs))
+    lifecycle.project_outputs([(run, by_run[run_id].outputs) for run_id, run in runs.items()])
     return {run_id: FencedRun(run) for run_id, run in runs.items()}
 
 

@@ -80,11 +80,22 @@ class Output:
 
 
 def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
-    """Appends the new text to the assistant message (one write) and projects each delta and completion as its
-    own event, in order; inside the run's fenced transaction."""
-    message_id = run.submission.assistant_message_id
-    append_to_messages({message_id: "".join(output.delta for output in outputs)})
-    project_events(run, output_events(message_id, outputs))
+    """One run's projection, inside its fenced transaction (see `project_outputs`)."""
+    project_outputs([(run, outputs)])
+
+
+def project_outputs(projections: list[tuple["Run | FencedRun", list[Output]]]) -> None:
+    """Appends each run's new text to its assistant message (one statement for all) and projects each delta and
+    completion as its own event, in order, conversation by conversation (the order of the conversation locks);
+    inside the transaction that fenced every run given."""
+    append_to_messages(
+        {
+            run.submission.assistant_message_id: "".join(output.delta for output in outputs)
+            for run, outputs in projections
+        }
+    )
+    for run, outputs in sorted(projections, key=lambda projection: str(projection[0].submission.conversation_id)):
+        project_events(run, output_events(run.submission.assistant_message_id, outputs))
 
 
 # Each assistant message's new text appended in one statement, for one run's projection or for a process's group.

@@ -1,7 +1,8 @@
 """In flight: one worker host, as shipped, driving hundreds of long turns at once (issue 27).
 
 - slow turns: every turn 20 s at the double (1 delta/s); each must settle within 1.5× that, while the host's
-  PostgreSQL connections (pg_stat_activity by the host's application name) and RSS are sampled;
+  PostgreSQL connections (pg_stat_activity by the host's application name) and RSS are sampled: first the first
+  message of each user (the user's agent and session created), then a second one (an input event to the session);
 - streaming turns: 10 s at 10 deltas/s; worker CPU per provider delta, and provider delta → websocket frame for
   a few watched conversations (the delta's emission seen by a subscriber of the double's own live stream);
 - the host SIGKILLed with turns in flight, a fresh one taking over: the chaos invariants on every run;
@@ -167,14 +168,16 @@ def pace(stack: Stack, *, turn_seconds: float, deltas: int) -> None:
     stack.double.configure(delta_delay_ms=round(1000 * turn_seconds / deltas), delta_chunks=deltas)
 
 
-def slow_turns(stack: Stack, owners: list, sizes: InflightSizes) -> list[Figure]:
+def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) -> list[Figure]:
+    """One message to each owner at once; `which` names it (each user's first message creates the user's agent
+    and session with the input; a later one goes to the session as an input event, its stream open before it)."""
     turns, seconds = sizes.slow_turns, sizes.slow_turn_seconds
     pace(stack, turn_seconds=seconds, deltas=seconds)
     host = start_host(stack)
     double_cpu, host_cpu = cpu_seconds(stack.double.process.pid), cpu_seconds(host.process.pid)
     try:
         started = time.monotonic()
-        admitted = admit(owners[:turns], [message_text(i) for i in range(turns)], "slow")
+        admitted = admit(owners[:turns], [message_text(i) for i in range(turns)], f"slow-{which}")
         admitting = time.monotonic() - started
         run_ids = [run_id for run_id, *_ in admitted]
         with Sampler(host, run_ids) as samples:
@@ -189,7 +192,8 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes) -> list[Figure]
     outcomes = _outcomes(run_ids)
     return [
         Figure(
-            f"{turns} slow turns ({seconds} s each, 1 delta/s), one worker host: slowest acceptance → settled",
+            f"{turns} slow turns ({seconds} s each, 1 delta/s, {which} message of each user), one worker host: "
+            "slowest acceptance → settled",
             max(settled),
             "s",
             baseline_name="the turn itself × 1.5",
@@ -216,8 +220,15 @@ def phases(run_ids: list[str]) -> str:
 
     from runtime.models import EventType, Run
 
-    rows = Run.objects.filter(id__in=run_ids, started_at__isnull=False, input_sent_at__isnull=False).annotate(
-        first_delta_at=Min("submission__events__created_at", filter=Q(submission__events__type=EventType.TEXT_DELTA))
+    rows = (
+        Run.objects.filter(id__in=run_ids)
+        .exclude(started_at=None)
+        .exclude(input_sent_at=None)
+        .annotate(
+            first_delta_at=Min(
+                "submission__events__created_at", filter=Q(submission__events__type=EventType.TEXT_DELTA)
+            )
+        )
     )
     legs: dict[str, list[float]] = {"accepted → claimed": [], "→ input sent": [], "→ first text": [], "→ end": []}
     for run in rows.exclude(first_delta_at=None).exclude(finished_at=None):
@@ -447,7 +458,8 @@ def measure(stack: Stack, sizes: InflightSizes) -> list[Figure]:
     figures = []
     users = create_users(count, f"inflight-{os.getpid()}")
     owners = list(get_user_model().objects.filter(id__in=[user_id for user_id, _ in users]).order_by("id"))
-    figures.extend(slow_turns(stack, owners, sizes))
+    figures.extend(slow_turns(stack, owners, sizes, which="first"))
+    figures.extend(slow_turns(stack, owners, sizes, which="second"))
     streaming_users = create_users(sizes.streaming_turns, f"streaming-{os.getpid()}")
     figures.extend(streaming_turns(stack, streaming_users, sizes))
     killed_users = create_users(sizes.killed_turns, f"killed-{os.getpid()}")

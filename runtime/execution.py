@@ -319,9 +319,8 @@ class _RunDriver:
                 # text, in the transaction that ends the run.
                 applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
                 asks = any(_asks_for_truth(event) for event in events)
-                # Deltas of an item whose start this stream did not see cannot be placed: the items can. The turn
-                # is not read again for them while it streams: the stream tells its end, a call or a failure
-                # (a first message's reply is read this way from its start: its session was created with it).
+                # Deltas of an item whose start this stream did not see cannot be placed (a first message's: its
+                # session began its turn): the items can. The turn is not read again for them while it streams.
                 read_truth = not events or not applied or asks
                 read_items_only = bool(events) and not asks and followed is not None
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:

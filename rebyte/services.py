@@ -81,7 +81,8 @@ def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
             agent = _current_agent(owner.pk)
             if agent is not None:
                 return agent
-            intent = _open_intent(owner=owner, kind=IntentKind.AGENT, conversation=None)
+            # The lock makes this run the only opener: the one-intended-agent constraint cannot refuse it.
+            intent = CreationIntent.objects.create(owner=owner, kind=IntentKind.AGENT, conversation=None)
     return realise(intent, gateway)
 
 
@@ -141,9 +142,7 @@ def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) 
 def open_session_intent(run: Run, *, tools: list[dict], instructions: str, input_parts: list[str]) -> CreationIntent:
     """Inside the run's fenced transaction (`run` may be its read-only view): the session this run's input will
     create, with that input."""
-    intent = _open_intent(
-        owner=run.submission.owner, kind=IntentKind.SESSION, conversation=run.submission.conversation, run_id=run.id
-    )
+    intent = _open_session_intent(run)
     if not intent.request:
         intent.request = {"tools": tools, "instructions": instructions, "input_parts": input_parts}
         intent.save(update_fields=["request", "updated_at"])
@@ -194,21 +193,21 @@ def record_completed_turn(session: RemoteSession, *, items: list, now: datetime)
 # --- creation intents ---------------------------------------------------------------------------------
 
 
-def _open_intent(*, owner, kind: str, conversation: Conversation | None, run_id=None) -> CreationIntent:
-    """The intent in flight for this resource (the owner's agent create, shared by concurrent runs; the run's own
-    session create), or a new one; joins the caller's transaction. An agent intent in doubt is not in flight."""
-    if kind == IntentKind.AGENT:
-        scope = {"owner": owner, "state": IntentState.INTENDED}
-    else:
-        scope = {"run_id": run_id, "state__in": OPEN_INTENT_STATES}
-    existing = CreationIntent.objects.filter(kind=kind, **scope).first()
+def _open_session_intent(run: Run) -> CreationIntent:
+    """The run's own session create still open (an earlier attempt's), or a new one; joins the caller's
+    transaction. (The owner's agent create is opened by `ensure_saved_agent`.)"""
+    scope = {"kind": IntentKind.SESSION, "run_id": run.id, "state__in": OPEN_INTENT_STATES}
+    existing = CreationIntent.objects.filter(**scope).first()
     if existing is not None:
         return existing
+    submission = run.submission
     try:
         with transaction.atomic():
-            return CreationIntent.objects.create(owner=owner, kind=kind, conversation=conversation, run_id=run_id)
+            return CreationIntent.objects.create(
+                owner=submission.owner, kind=IntentKind.SESSION, conversation=submission.conversation, run_id=run.id
+            )
     except IntegrityError:
-        return CreationIntent.objects.get(kind=kind, **scope)
+        return CreationIntent.objects.get(**scope)
 
 
 def realise(intent: CreationIntent, gateway: RebyteGateway, *, may_create: bool = True):

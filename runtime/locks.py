@@ -11,8 +11,6 @@ staff action) takes on the run: but no transaction changes a run's id, and every
 transaction that already holds that run's lock, so the stronger mode would only add waits.
 """
 
-import functools
-
 from django.db import connection
 from django.db.models import Q, QuerySet
 
@@ -46,17 +44,14 @@ def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
     return lock_run(id=run_id, lease_generation=generation, state__in=leased_states)
 
 
+# The group commit's lock, taken by every write of a streaming worker: its SQL is written once, from the models'
+# columns (the ORM compiled its query anew for each write), and prepared on its connection. The same lock as
+# `locking_runs`: the run rows alone, FOR NO KEY UPDATE, with the submission columns a projection needs.
+_RUN_FIELDS = [field.attname for field in Run._meta.concrete_fields]
 _SUBMISSION_FIELDS = ("id", "conversation_id", "assistant_message_id")
-
-
-@functools.cache
-def _lock_leased_runs_statement() -> str:
-    """The group commit's lock, taken by every write of a streaming worker: its SQL is built once per process (the
-    ORM compiled its query anew for each write) and prepared on its connection. The same lock as `locking_runs`:
-    the run rows alone, FOR NO KEY UPDATE, with the submission columns a projection needs."""
-    columns = ", ".join(f'run."{field.column}"' for field in Run._meta.concrete_fields)
-    return f"""
-SELECT {columns}, submission.conversation_id, submission.assistant_message_id
+_LOCK_LEASED_RUNS_SQL = f"""
+SELECT {", ".join(f'run."{field.column}"' for field in Run._meta.concrete_fields)},
+       submission.conversation_id, submission.assistant_message_id
 FROM runtime_run run JOIN runtime_submission submission ON submission.id = run.submission_id
 WHERE run.id = ANY(%s::uuid[]) AND run.state = ANY(%s::varchar[])
 ORDER BY run.id
@@ -68,15 +63,14 @@ def lock_leased_runs(generations: dict, *, leased_states) -> dict:
     """Several leased runs at once, in id order, each with its submission (the columns a projection reads; others
     load when read): {run id: run} for those whose fencing token is still the generation given (the others are
     locked too until the transaction ends, and left out)."""
-    run_fields = [field.attname for field in Run._meta.concrete_fields]
     with prepared_cursor() as cursor:
-        cursor.execute(_lock_leased_runs_statement(), [list(generations), list(leased_states)])
+        cursor.execute(_LOCK_LEASED_RUNS_SQL, [list(generations), list(leased_states)])
         rows = cursor.fetchall()
     locked = {}
     for row in rows:
-        run = Run.from_db(connection.alias, run_fields, row[: len(run_fields)])
+        run = Run.from_db(connection.alias, _RUN_FIELDS, row[: len(_RUN_FIELDS)])
         run.submission = Submission.from_db(
-            connection.alias, _SUBMISSION_FIELDS, (run.submission_id, *row[len(run_fields) :])
+            connection.alias, _SUBMISSION_FIELDS, (run.submission_id, *row[len(_RUN_FIELDS) :])
         )
         if run.lease_generation == generations[run.id]:
             locked[run.id] = run

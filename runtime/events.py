@@ -20,10 +20,11 @@ _batch = threading.local()
 
 @contextmanager
 def batched():
-    """Events appended inside are written when it ends: one sequence allocation and one insert per conversation.
+    """Events appended inside are written when it ends, in one statement whatever their conversations.
 
-    For a transaction that appends several events (a worker applying one read of the provider); it must end
-    inside that transaction, and nothing inside may need the inserted rows. Nested uses join the outer one.
+    For a transaction that appends several events (a worker applying one read of the provider, a process's group
+    commit); it must end inside that transaction, and nothing inside may need the inserted rows. Nested uses join
+    the outer one.
     """
     if getattr(_batch, "pending", None) is not None:
         yield
@@ -34,11 +35,8 @@ def batched():
         pending = _batch.pending
     finally:
         _batch.pending = None
-    by_conversation: dict = {}
-    for conversation_id, submission_id, items in pending:
-        by_conversation.setdefault(conversation_id, []).extend((submission_id, item) for item in items)
-    for conversation_id, entries in by_conversation.items():
-        _write(conversation_id, entries)
+    if pending:
+        _write(pending)
 
 
 def append_events(conversation_id, submission_id, items: list[tuple[str, dict]]) -> None:
@@ -49,7 +47,7 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
     if pending is not None:
         pending.append((conversation_id, submission_id, items))
         return
-    _write(conversation_id, [(submission_id, item) for item in items])
+    _write([(conversation_id, submission_id, items)])
 
 
 def sequence_allocation(condition: str, *, events: str, messages: str | None = None, source: str = "") -> str:
@@ -70,48 +68,76 @@ def sequence_allocation(condition: str, *, events: str, messages: str | None = N
     )
 
 
-def _write(conversation_id, entries: list[tuple[object, tuple[str, dict]]]) -> None:
-    """Allocates the seqs and inserts the events in one statement."""
-    submission_ids = [submission_id for submission_id, _ in entries]
-    types = [str(event_type) for _, (event_type, _) in entries]
-    payloads = [Jsonb(payload) for _, (_, payload) in entries]
-    traces = {submission_id: _trace_id(submission_id) for submission_id in set(submission_ids)}
+# One statement allocates every conversation's seqs and inserts its events, in the order given per conversation.
+# A statement for several conversations locks their rows in no set order: only a process's group commit gives
+# several, for runs whose leases it holds (a conversation has one such run), and every other writer locks one
+# conversation, so no two transactions wait on each other's conversations.
+_WRITE_EVENTS_SQL = f"""
+WITH entry AS (
+    SELECT * FROM unnest(%(conversations)s::uuid[], %(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],
+                         %(traces)s::text[])
+        WITH ORDINALITY AS entry(conversation_id, type, submission_id, payload, trace_id, position)
+),
+counted AS (SELECT conversation_id, count(*) AS count FROM entry GROUP BY conversation_id),
+allocated AS ({sequence_allocation("c.id = counted.conversation_id", events="counted.count", source="counted")})
+INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)
+SELECT entry.conversation_id,
+       allocated.event_seq - counted.count
+           + row_number() OVER (PARTITION BY entry.conversation_id ORDER BY entry.position),
+       entry.type, entry.submission_id, entry.payload, entry.trace_id, clock_timestamp()
+FROM entry
+JOIN counted USING (conversation_id)
+JOIN allocated ON allocated.id = entry.conversation_id
+RETURNING conversation_id, seq, id, created_at
+"""
+
+
+def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None:
+    """[(conversation id, submission id, [(type, payload)])]: allocates the seqs and inserts the events in one
+    statement, then pushes each conversation's events after commit."""
+    by_conversation: dict = {}
+    for conversation_id, submission_id, items in pending:
+        by_conversation.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
+    entries = [
+        (conversation_id, submission_id, item)
+        for conversation_id, conversation_entries in by_conversation.items()
+        for submission_id, item in conversation_entries
+    ]
+    traces = {submission_id: _trace_id(submission_id) for _, submission_id, _ in entries}
     with prepared_cursor() as cursor:
         cursor.execute(
-            f"WITH allocated AS ({sequence_allocation('c.id = %(conversation)s::uuid', events='%(count)s::bigint')})"
-            " INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)"
-            " SELECT %(conversation)s::uuid, allocated.event_seq - %(count)s::bigint + entry.position, entry.type,"
-            "        entry.submission_id,"
-            "        entry.payload, entry.trace_id, clock_timestamp()"
-            " FROM allocated, unnest(%(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],"
-            "                        %(traces)s::text[])"
-            "      WITH ORDINALITY AS entry(type, submission_id, payload, trace_id, position)"
-            " RETURNING seq, id, created_at",
+            _WRITE_EVENTS_SQL,
             {
-                "count": len(entries),
-                "conversation": conversation_id,
-                "types": types,
-                "submissions": submission_ids,
-                "payloads": payloads,
-                "traces": [traces[submission_id] for submission_id in submission_ids],
+                "conversations": [conversation_id for conversation_id, _, _ in entries],
+                "types": [str(event_type) for _, _, (event_type, _) in entries],
+                "submissions": [submission_id for _, submission_id, _ in entries],
+                "payloads": [Jsonb(payload) for _, _, (_, payload) in entries],
+                "traces": [traces[submission_id] for _, submission_id, _ in entries],
             },
         )
-        # In seq order, which is the entries' order.
-        rows = sorted(cursor.fetchall())
-    events = [
-        Event(
-            id=event_id,
-            conversation_id=conversation_id,
-            seq=seq,
-            type=event_type,
-            submission_id=submission_id,
-            payload=payload,
-            trace_id=traces[submission_id],
-            created_at=created_at,
-        )
-        for (seq, event_id, created_at), (submission_id, (event_type, payload)) in zip(rows, entries, strict=True)
-    ]
-    outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
+        rows = cursor.fetchall()
+    written: dict = {}
+    for conversation_id, seq, event_id, created_at in rows:
+        written.setdefault(str(conversation_id), []).append((seq, event_id, created_at))
+    for conversation_id, conversation_entries in by_conversation.items():
+        # In seq order, which is the entries' order within their conversation.
+        conversation_rows = sorted(written[conversation_id])
+        events = [
+            Event(
+                id=event_id,
+                conversation_id=conversation_id,
+                seq=seq,
+                type=event_type,
+                submission_id=submission_id,
+                payload=payload,
+                trace_id=traces[submission_id],
+                created_at=created_at,
+            )
+            for (seq, event_id, created_at), (submission_id, (event_type, payload)) in zip(
+                conversation_rows, conversation_entries, strict=True
+            )
+        ]
+        outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
 
 
 def _trace_id(submission_id) -> str:

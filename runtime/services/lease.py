@@ -222,9 +222,9 @@ def project_outputs_together(projections: list[LeasedOutput]) -> dict:
     """Inside the caller's transaction, the projections of many runs of one worker process (its group commit).
 
     Fenced like `fenced`, each by its own run's lease: the runs are locked in id order, and only those whose
-    lease is current get their text appended (one statement for all) and their events written (one statement per
-    conversation, in conversation order, the order of the conversation locks). Returns {run id: a read-only
-    view} of the runs projected; a run missing from it lost its lease, and nothing of its share was written.
+    lease is current get their text appended and their events written (one statement for all of each). Returns
+    {run id: a read-only view} of the runs projected; a run missing from it lost its lease, and nothing of its
+    share was written.
     """
     by_run = {projection.lease.run_id: projection for projection in projections}
     runs = locks.lock_leased_runs(

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from impo.database import prepared_cursor
 from runtime import outbound
-from runtime.events import append_events
+from runtime.events import append_events, batched
 from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
 from tools import selectors as tool_selectors
 from tools import services as tool_services
@@ -86,16 +86,17 @@ def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
 
 def project_outputs(projections: list[tuple["Run | FencedRun", list[Output]]]) -> None:
     """Appends each run's new text to its assistant message (one statement for all) and projects each delta and
-    completion as its own event, in order, conversation by conversation (the order of the conversation locks);
-    inside the transaction that fenced every run given."""
+    completion as its own event, in order (one statement for all); inside the transaction that fenced every run
+    given."""
     append_to_messages(
         {
             run.submission.assistant_message_id: "".join(output.delta for output in outputs)
             for run, outputs in projections
         }
     )
-    for run, outputs in sorted(projections, key=lambda projection: str(projection[0].submission.conversation_id)):
-        project_events(run, output_events(run.submission.assistant_message_id, outputs))
+    with batched():
+        for run, outputs in projections:
+            project_events(run, output_events(run.submission.assistant_message_id, outputs))
 
 
 # Each assistant message's new text appended in one statement, for one run's projection or for a process's group.

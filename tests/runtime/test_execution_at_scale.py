@@ -218,6 +218,12 @@ def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_it
     for index, run in enumerate(runs[:4]):
         assert [event.payload["delta"] for event in deltas_of(run)] == [f"words of {index}"]
     assert deltas_of(runs[4]) == []
+    # Written together, the four tasks' conversations each got gapless seqs of their own.
+    conversations = {run.submission.conversation_id for run in runs[:4]}
+    assert len(conversations) == 4
+    for conversation_id in conversations:
+        seqs = list(Event.objects.filter(conversation_id=conversation_id).values_list("seq", flat=True).order_by("seq"))
+        assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 2
 
 
 def test_a_reply_the_stream_cannot_place_is_read_from_the_items_without_reading_the_turn_again(

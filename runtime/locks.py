@@ -39,19 +39,14 @@ def lock_runs(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> lis
     return list(locking_runs(related=related).filter(**lookup).order_by("id"))
 
 
-def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
-    """The run while `generation` is its fencing token and a worker holds it; None once the lease was taken over."""
-    return lock_run(id=run_id, lease_generation=generation, state__in=leased_states)
-
-
-# The group commit's lock, taken by every write of a streaming worker: its SQL is written once, from the models'
-# columns (the ORM compiled its query anew for each write), and prepared on its connection. The same lock as
-# `locking_runs`: the run rows alone, FOR NO KEY UPDATE, with the submission columns a projection needs.
+# The lock of every write a worker makes under its lease (a run's fenced transaction, a process's group commit):
+# its SQL is written once, from the models' columns (the ORM compiled its query anew for each write), and prepared
+# on its connection. The same lock as `locking_runs`: the run rows alone, FOR NO KEY UPDATE, with their submissions.
 _RUN_FIELDS = [field.attname for field in Run._meta.concrete_fields]
-_SUBMISSION_FIELDS = ("id", "conversation_id", "assistant_message_id")
+_SUBMISSION_FIELDS = [field.attname for field in Submission._meta.concrete_fields]
 _LOCK_LEASED_RUNS_SQL = f"""
 SELECT {", ".join(f'run."{field.column}"' for field in Run._meta.concrete_fields)},
-       submission.conversation_id, submission.assistant_message_id
+       {", ".join(f'submission."{field.column}"' for field in Submission._meta.concrete_fields)}
 FROM runtime_run run JOIN runtime_submission submission ON submission.id = run.submission_id
 WHERE run.id = ANY(%s::uuid[]) AND run.state = ANY(%s::varchar[])
 ORDER BY run.id
@@ -60,21 +55,25 @@ FOR NO KEY UPDATE OF run
 
 
 def lock_leased_runs(generations: dict, *, leased_states) -> dict:
-    """Several leased runs at once, in id order, each with its submission (the columns a projection reads; others
-    load when read): {run id: run} for those whose fencing token is still the generation given (the others are
-    locked too until the transaction ends, and left out)."""
+    """Several leased runs at once, in id order, each with its submission: {run id: run} for those whose fencing
+    token is still the generation given (the others are locked too until the transaction ends, and left out).
+    `generations` is keyed by the runs' ids as UUIDs."""
     with prepared_cursor() as cursor:
         cursor.execute(_LOCK_LEASED_RUNS_SQL, [list(generations), list(leased_states)])
         rows = cursor.fetchall()
     locked = {}
     for row in rows:
         run = Run.from_db(connection.alias, _RUN_FIELDS, row[: len(_RUN_FIELDS)])
-        run.submission = Submission.from_db(
-            connection.alias, _SUBMISSION_FIELDS, (run.submission_id, *row[len(_RUN_FIELDS) :])
-        )
+        run.submission = Submission.from_db(connection.alias, _SUBMISSION_FIELDS, row[len(_RUN_FIELDS) :])
         if run.lease_generation == generations[run.id]:
             locked[run.id] = run
     return locked
+
+
+def lock_leased_run(run_id, *, generation: int, leased_states) -> Run | None:
+    """The run (its id a UUID) while `generation` is its fencing token and a worker holds it; None once the lease
+    was taken over."""
+    return lock_leased_runs({run_id: generation}, leased_states=leased_states).get(run_id)
 
 
 def lock_free_runs(

@@ -137,6 +137,9 @@ class RebyteGateway:
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, http_client=http_client
         )
+        # The SDK imports its Agents API resources on their first use, about 0.4 s of CPU: done here, so a process
+        # that builds its gateway before its first run (a worker, at its start) does not add it to that run.
+        self._client.beta.agents.sessions.events  # noqa: B018
         self._stream_timeout = stream_timeout
         self._on_failure = on_failure
         self._span = span

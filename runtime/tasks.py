@@ -1,6 +1,8 @@
 from celery import shared_task
+from celery.signals import worker_ready
 
 from impo import telemetry
+from rebyte.provider import provider_gateway
 from runtime import execution, selectors
 
 
@@ -10,3 +12,9 @@ def execute_run(run_id: str) -> None:
     # (a redelivery, a successor's) is a span of the run's own trace.
     with telemetry.span("impo.run", {"impo.run.id": run_id}, parent=lambda: selectors.run_traceparent(run_id)):
         execution.execute_run(run_id, execution.worker_identity())
+
+
+@worker_ready.connect
+def build_provider_gateway(**kwargs):
+    # The gateway is built once per process; building it in the first run would add its cost to that run.
+    provider_gateway()

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import own_share
+from bench import floors, own_share
 from bench.admission import cpu_seconds
 from bench.harness import Figure, create_users, median_and_p95
 from bench.worker_host import HOST, LEASE_SECONDS, start_host
@@ -174,6 +174,7 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) 
     turns, seconds = sizes.slow_turns, sizes.slow_turn_seconds
     pace(stack, turn_seconds=seconds, deltas=seconds)
     host = start_host(stack)
+    calls = Counter(stack.double.state()["requests"])
     double_cpu, host_cpu = cpu_seconds(stack.double.process.pid), cpu_seconds(host.process.pid)
     try:
         started = time.monotonic()
@@ -185,11 +186,14 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) 
         elapsed = time.monotonic() - started
         double_cpu = cpu_seconds(stack.double.process.pid) - double_cpu
         host_cpu = cpu_seconds(host.process.pid) - host_cpu
+        calls = Counter(stack.double.state()["requests"]) - calls
     finally:
         host.stop()
     settled = settle_seconds([submission_id for _, submission_id, *_ in admitted])
     median, p95 = median_and_p95(settled)
     outcomes = _outcomes(run_ids)
+    call_ms = floors.sdk_call_cpu_ms(stack, owners[0])
+    requests = calls.total() - calls["session_events"]
     return [
         Figure(
             f"{turns} slow turns ({seconds} s each, 1 delta/s, {which} message of each user), one worker host: "
@@ -208,6 +212,10 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) 
                 f"{len(samples.connections)} samples (every {SAMPLE_SECONDS} s)",
                 f"host RSS: max {max(samples.rss_mb, default=0):.0f} MB",
                 f"CPU: worker host {host_cpu:.1f} s, the double {double_cpu:.1f} s (apart), over {elapsed:.0f} s",
+                f"provider calls per run: {requests / turns:.1f} ({calls['list_items'] / turns:.1f} reads of the "
+                f"items, {calls['list_turns'] / turns:.1f} of the turns) and {calls['session_events'] / turns:.1f} "
+                f"live streams; one SDK call (a read of the items) costs {call_ms:.2f} ms of CPU here, so the host's "
+                f"{1000 * host_cpu / turns:.0f} ms per run include about {requests / turns * call_ms:.0f} ms of calls",
             ],
         )
     ]
@@ -262,15 +270,26 @@ class DeltaTimes:
         return next((seen for seen, length in self.seen if length > index), None)
 
 
-def watch_double(stack: Stack, session_id: str, times: DeltaTimes, ready: threading.Event, stop: threading.Event):
-    """The session's live deltas as the double emits them, read by a subscriber of its own."""
+def watch_double(
+    stack: Stack,
+    session_id: str,
+    times: DeltaTimes,
+    cpu: floors.ThreadCpu,
+    ready: threading.Event,
+    stop: threading.Event,
+):
+    """The session's live deltas as the double emits them, read by a subscriber of its own through the SDK (the
+    thread's CPU per event read is the SDK's share of a worker's live stream)."""
     with stack.double.gateway() as gateway, gateway.live_events(session_id) as events:
         ready.set()
+        cpu.start()
         for event in events:
+            cpu.stop(1)
             if event.type == "agent.session.turn.output_text.delta":
                 times.add(event.delta)
             elif event.type in ("agent.session.turn.completed", "agent.session.turn.failed") or stop.is_set():
                 return
+            cpu.start()
 
 
 def watch_socket(url: str, times: DeltaTimes, ready: threading.Event, stop: threading.Event):
@@ -310,12 +329,13 @@ def streaming_turns(stack: Stack, users: list[tuple[int, str]], sizes: InflightS
         tokens = dict(users)
         at_double = [DeltaTimes() for _ in watched]
         at_socket = [DeltaTimes() for _ in watched]
+        reading = [floors.ThreadCpu() for _ in watched]
         stop = threading.Event()
         threads = []
         for index, owner in enumerate(watched):
             session = RemoteSession.objects.get(conversation__owner=owner, state="current")
             for target, args in (
-                (watch_double, (stack, session.remote_id, at_double[index])),
+                (watch_double, (stack, session.remote_id, at_double[index], reading[index])),
                 (watch_socket, (subscription_url(web_url, owner.id, tokens[owner.id]), at_socket[index])),
             ):
                 ready = threading.Event()
@@ -339,6 +359,7 @@ def streaming_turns(stack: Stack, users: list[tuple[int, str]], sizes: InflightS
     finally:
         host.stop()
         web.stop()
+    push_ms, event_ms = floors.push_cpu_ms(), floors.ThreadCpu.per_piece_ms(reading)
     latencies = [
         socket_times.time_of_character(index) - double_times.time_of_character(index)
         for double_times, socket_times in zip(at_double, at_socket, strict=True)
@@ -367,8 +388,14 @@ def streaming_turns(stack: Stack, users: list[tuple[int, str]], sizes: InflightS
             "worker CPU per provider delta (streaming turns)",
             1000 * host_cpu / provider_deltas,
             "ms",
+            baseline_name="one channel-layer push + one SDK live event, no more (same run)",
+            baseline=push_ms + event_ms,
             higher_is_better=False,
-            notes=[f"{provider_deltas} provider deltas, {host_cpu:.1f} s of worker host CPU"],
+            notes=[
+                f"{provider_deltas} provider deltas, {host_cpu:.1f} s of worker host CPU",
+                f"the pieces, CPU of the calling thread: a push {push_ms:.2f} ms, a live event read by the SDK "
+                f"{event_ms:.2f} ms",
+            ],
         ),
         Figure(
             f"provider delta emitted → websocket frame, {len(watched)} watched conversations (median)",

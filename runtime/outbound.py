@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 PUBLISH_TIMEOUT_SECONDS = 5.0
 # Hints waiting while Redis is slow or away; past this they are dropped (each is a hint, not the record).
 MAX_BACKLOG = 10_000
+# Pushes to different conversations in flight at once. One at a time, a worker streaming hundreds of replies
+# queued its pushes for seconds: each waits on a few Redis round trips, and on the interpreter's lock after each.
+PUSHES_IN_FLIGHT = 32
 
 
 def send_after_commit(send: Callable[[], None]) -> None:
@@ -87,27 +90,28 @@ def publish_events(conversation_id, wire_events: list[dict]) -> None:
         from channels.layers import get_channel_layer
 
         # One message for the events of one write (in seq order): a streaming run's projection is often several.
-        await get_channel_layer().group_send(
-            conversation_group(conversation_id), {"type": "conversation.events", "events": wire_events}
-        )
+        await get_channel_layer().group_send(group, {"type": "conversation.events", "events": wire_events})
 
-    send_after_commit(lambda: _sender.send(push_together()))
+    group = conversation_group(conversation_id)
+    send_after_commit(lambda: _sender.send(push_together(), lane=group))
 
 
 def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
 
 
-class _Sender:
-    """One thread and event loop per process that sends the hints (wake-ups and channel-layer pushes) in the
-    order they were handed over; the committing thread never waits for them.
+class HintSender:
+    """One thread and event loop per process that sends the hints (wake-ups and channel-layer pushes); the
+    committing thread never waits for them.
 
     Waiting there held a request, a claim or a projection for a broker round trip per hint, and in a web process
     (a fresh thread per request under ASGI) rebuilt the Celery and Redis clients each thread keeps. Here they
     live as long as the process. `async_to_sync` outside a running loop would also make a new loop, and
-    channels_redis a new connection, per call. Wake-ups are blocking calls, run one at a time in turn with the
-    pushes, so a run's wake-up still leaves before the push that announces it. The loop is created lazily and per
-    pid, so a prefork child never inherits its parent's.
+    channels_redis a new connection, per call. Hints leave in the order they were handed over, but a push does not
+    wait for the pushes before it unless they go the same way (its `lane`, a conversation's group): up to
+    PUSHES_IN_FLIGHT at once. Wake-ups are blocking calls, sent one at a time before the next hint starts, so a
+    run's wake-up still leaves before the push that announces it. The loop is created lazily and per pid, so a
+    prefork child never inherits its parent's.
     """
 
     def __init__(self) -> None:
@@ -116,17 +120,17 @@ class _Sender:
         self._hints: asyncio.Queue | None = None
         self._pid: int | None = None
 
-    def send(self, hint: Coroutine | Callable[[], None], *, delay_seconds: float = 0) -> None:
+    def send(self, hint: Coroutine | Callable[[], None], *, lane: str = "", delay_seconds: float = 0) -> None:
         loop, hints = self._running_loop()
         if delay_seconds:
-            loop.call_soon_threadsafe(loop.call_later, delay_seconds, self._enqueue, hints, hint)
+            loop.call_soon_threadsafe(loop.call_later, delay_seconds, self._enqueue, hints, hint, lane)
         else:
-            loop.call_soon_threadsafe(self._enqueue, hints, hint)
+            loop.call_soon_threadsafe(self._enqueue, hints, hint, lane)
 
     @staticmethod
-    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None]) -> None:
+    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None], lane: str) -> None:
         try:
-            hints.put_nowait(hint)
+            hints.put_nowait((hint, lane))
         except asyncio.QueueFull:
             if asyncio.iscoroutine(hint):
                 hint.close()
@@ -134,15 +138,39 @@ class _Sender:
 
     @staticmethod
     async def _send_in_order(hints: asyncio.Queue) -> None:
+        in_flight = asyncio.Semaphore(PUSHES_IN_FLIGHT)
+        pushing: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        last_of_lane: dict[str, asyncio.Task] = {}
         while True:
-            hint = await hints.get()
-            try:
-                if asyncio.iscoroutine(hint):
-                    await asyncio.wait_for(hint, PUBLISH_TIMEOUT_SECONDS)
-                else:
-                    await asyncio.get_running_loop().run_in_executor(None, hint)
-            except Exception:
-                logger.warning("a hint was not sent (the sweeper or readers recover it)", exc_info=True)
+            hint, lane = await hints.get()
+            if not asyncio.iscoroutine(hint):
+                await HintSender._sent(asyncio.get_running_loop().run_in_executor(None, hint))
+                continue
+            await in_flight.acquire()
+            task = asyncio.create_task(HintSender._push(hint, after=last_of_lane.get(lane)))
+            pushing.add(task)
+            last_of_lane[lane] = task
+            task.add_done_callback(lambda done, lane=lane: HintSender._pushed(done, lane, last_of_lane, in_flight))
+            task.add_done_callback(pushing.discard)
+
+    @staticmethod
+    async def _push(push: Coroutine, *, after: asyncio.Task | None) -> None:
+        if after is not None:
+            await asyncio.wait([after])  # the lane's previous push, sent or failed: a later one never overtakes it
+        await HintSender._sent(asyncio.wait_for(push, PUBLISH_TIMEOUT_SECONDS))
+
+    @staticmethod
+    def _pushed(task: asyncio.Task, lane: str, last_of_lane: dict, in_flight: asyncio.Semaphore) -> None:
+        if last_of_lane.get(lane) is task:
+            del last_of_lane[lane]
+        in_flight.release()
+
+    @staticmethod
+    async def _sent(sending) -> None:
+        try:
+            await sending
+        except Exception:
+            logger.warning("a hint was not sent (the sweeper or readers recover it)", exc_info=True)
 
     def _running_loop(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue]:
         with self._lock:
@@ -157,4 +185,4 @@ class _Sender:
             return self._loop, self._hints
 
 
-_sender = _Sender()
+_sender = HintSender()

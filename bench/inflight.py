@@ -388,7 +388,7 @@ def streaming_turns(stack: Stack, users: list[tuple[int, str]], sizes: InflightS
             "worker CPU per provider delta (streaming turns)",
             1000 * host_cpu / provider_deltas,
             "ms",
-            baseline_name="one channel-layer push + one SDK live event, no more (same run)",
+            baseline_name="one SDK live event + one channel-layer push (same run)",
             baseline=push_ms + event_ms,
             higher_is_better=False,
             notes=[

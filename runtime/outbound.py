@@ -107,11 +107,11 @@ class HintSender:
     Waiting there held a request, a claim or a projection for a broker round trip per hint, and in a web process
     (a fresh thread per request under ASGI) rebuilt the Celery and Redis clients each thread keeps. Here they
     live as long as the process. `async_to_sync` outside a running loop would also make a new loop, and
-    channels_redis a new connection, per call. Hints leave in the order they were handed over, but a push does not
-    wait for the pushes before it unless they go the same way (its `lane`, a conversation's group): up to
-    PUSHES_IN_FLIGHT at once. Wake-ups are blocking calls, sent one at a time before the next hint starts, so a
-    run's wake-up still leaves before the push that announces it. The loop is created lazily and per pid, so a
-    prefork child never inherits its parent's.
+    channels_redis a new connection, per call. Hints are taken in the order they were handed over. A wake-up (a
+    blocking call) is sent before the next hint is taken, so a run's wake-up still leaves before the push that
+    announces it. A push is started and waits only for the earlier pushes of its own `lane` (a conversation's
+    group), up to PUSHES_IN_FLIGHT at once. The loop is created lazily and per pid, so a prefork child never
+    inherits its parent's.
     """
 
     def __init__(self) -> None:
@@ -137,10 +137,17 @@ class HintSender:
             logger.warning("%d hints waiting to be sent; dropped one (the sweeper or readers recover it)", MAX_BACKLOG)
 
     @staticmethod
-    async def _send_in_order(hints: asyncio.Queue) -> None:
+    async def _send_hints(hints: asyncio.Queue) -> None:
         in_flight = asyncio.Semaphore(PUSHES_IN_FLIGHT)
-        pushing: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        # Each lane's last push, which the next one of the lane waits for; it also keeps the task alive (the loop
+        # holds only weak references to tasks), as each earlier one is kept by the push waiting for it.
         last_of_lane: dict[str, asyncio.Task] = {}
+
+        def pushed(task: asyncio.Task, lane: str) -> None:
+            if last_of_lane.get(lane) is task:
+                del last_of_lane[lane]
+            in_flight.release()
+
         while True:
             hint, lane = await hints.get()
             if not asyncio.iscoroutine(hint):
@@ -148,22 +155,14 @@ class HintSender:
                 continue
             await in_flight.acquire()
             task = asyncio.create_task(HintSender._push(hint, after=last_of_lane.get(lane)))
-            pushing.add(task)
             last_of_lane[lane] = task
-            task.add_done_callback(lambda done, lane=lane: HintSender._pushed(done, lane, last_of_lane, in_flight))
-            task.add_done_callback(pushing.discard)
+            task.add_done_callback(lambda done, lane=lane: pushed(done, lane))
 
     @staticmethod
     async def _push(push: Coroutine, *, after: asyncio.Task | None) -> None:
         if after is not None:
             await asyncio.wait([after])  # the lane's previous push, sent or failed: a later one never overtakes it
         await HintSender._sent(asyncio.wait_for(push, PUBLISH_TIMEOUT_SECONDS))
-
-    @staticmethod
-    def _pushed(task: asyncio.Task, lane: str, last_of_lane: dict, in_flight: asyncio.Semaphore) -> None:
-        if last_of_lane.get(lane) is task:
-            del last_of_lane[lane]
-        in_flight.release()
 
     @staticmethod
     async def _sent(sending) -> None:
@@ -179,7 +178,7 @@ class HintSender:
                 # Blocking sends (and the ORM, which refuses to run beside a loop) on one thread of their own.
                 loop.set_default_executor(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hint-sender-sync"))
                 hints = asyncio.Queue(maxsize=MAX_BACKLOG)
-                loop.create_task(self._send_in_order(hints))
+                loop.create_task(self._send_hints(hints))
                 threading.Thread(target=loop.run_forever, name="hint-sender", daemon=True).start()
                 self._loop, self._hints, self._pid = loop, hints, os.getpid()
             return self._loop, self._hints

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.harness import PGHOST, PGUSER, Figure
+from runtime.services import admission
 from tests.processes import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
 
 CLIENT_CONCURRENCY = 8
@@ -155,15 +156,13 @@ def admission_script(owner_ids: list[int], active_run_cap: int) -> str:
     from django.db import connection
     from psycopg import ClientCursor
 
-    from runtime import services
-
     if owner_ids != list(range(owner_ids[0], owner_ids[0] + len(owner_ids))):
         raise ValueError("the benchmark's users must have consecutive ids")
     owner = SimpleNamespace(pk=_OWNER_SENTINEL)
-    command = services.MessageCommand(client_message_id=_CLIENT_ID_SENTINEL, text="message from pgbench")
-    statement = services.admission_statement(
+    command = admission.MessageCommand(client_message_id=_CLIENT_ID_SENTINEL, text="message from pgbench")
+    statement = admission.admission_statement(
         owner,
-        services.MainChatTarget(owner),
+        admission.MainChatTarget(owner),
         command,
         command.fingerprint("main_chat"),
         active_run_cap,
@@ -209,7 +208,7 @@ def ensure_main_conversations(owner_ids: list[int]) -> None:
     """The statement admits into an existing Main Chat; the endpoint creates one on a user's first message."""
     from django.contrib.auth import get_user_model
 
-    from runtime.services import ensure_main_conversation
+    from runtime.services.commands import ensure_main_conversation
 
     for user in get_user_model().objects.filter(id__in=owner_ids):
         ensure_main_conversation(user)

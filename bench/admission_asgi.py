@@ -23,15 +23,16 @@ from django.db import connection, transaction  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from runtime import limits, services  # noqa: E402
+from runtime import limits  # noqa: E402
+from runtime.services import admission  # noqa: E402
 
 
 def admit(request, owner_id: int):
-    command = services.MessageCommand(client_message_id=str(uuid.uuid4()), text=json.loads(request.body)["text"])
+    command = admission.MessageCommand(client_message_id=str(uuid.uuid4()), text=json.loads(request.body)["text"])
     owner = SimpleNamespace(pk=owner_id)
-    statement = services.admission_statement(
+    statement = admission.admission_statement(
         owner,
-        services.MainChatTarget(owner),
+        admission.MainChatTarget(owner),
         command,
         command.fingerprint("main_chat"),
         limits.active_run_cap(),

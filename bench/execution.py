@@ -18,7 +18,8 @@ def admit_runs(owner_ids: list[int], count: int, label: str, *, one_conversation
     from django.contrib.auth import get_user_model
 
     from runtime.models import Run
-    from runtime.services import MessageCommand, create_task, submit_main_chat_message
+    from runtime.services.admission import MessageCommand
+    from runtime.services.commands import create_task, submit_main_chat_message
 
     admit = create_task if one_conversation_each else submit_main_chat_message
     owners = list(get_user_model().objects.filter(id__in=owner_ids))
@@ -64,7 +65,7 @@ def claim_function_rate(owner_ids: list[int], count: int) -> float:
     claims of one conversation's queue would measure refusals, not claims.
     """
     from impo.celery import app
-    from runtime.services import claim_run
+    from runtime.services.claims import claim_run
 
     run_ids = admit_runs(owner_ids, count, "claim", one_conversation_each=True)
     app.control.purge()
@@ -184,7 +185,7 @@ def database_work_per_echo_run(stack: Stack, owner_ids: list[int], count: int, *
     from django.test import override_settings
 
     from impo.celery import app
-    from runtime import execution
+    from runtime.execution import driver
     from runtime.models import Run, RunState
 
     stack.double.configure(delta_delay_ms=delta_delay_ms)
@@ -196,7 +197,7 @@ def database_work_per_echo_run(stack: Stack, owner_ids: list[int], count: int, *
             for run_id in run_ids:
                 cpu = resource.getrusage(resource.RUSAGE_SELF)
                 with DatabaseWork() as work:
-                    execution.execute_run(run_id, "bench-in-process")
+                    driver.execute_run(run_id, "bench-in-process")
                 used = resource.getrusage(resource.RUSAGE_SELF)
                 if Run.objects.get(id=run_id).state != RunState.COMPLETED:
                     raise RuntimeError("an echo run did not complete: its counts would be meaningless")

@@ -125,7 +125,8 @@ def admit(owners: list, texts: list[str], label: str) -> list[tuple[str, str, st
     from django.db import connection
 
     from runtime.models import Run
-    from runtime.services import MessageCommand, submit_main_chat_message
+    from runtime.services.admission import MessageCommand
+    from runtime.services.commands import submit_main_chat_message
 
     def one(args):
         owner, text = args

@@ -28,7 +28,8 @@ def one_recovery(stack: Stack, workers: list[ServiceProcess], owner_id: int) -> 
     from django.contrib.auth import get_user_model
 
     from runtime.models import Event, Run, RunState
-    from runtime.services import MessageCommand, submit_main_chat_message
+    from runtime.services.admission import MessageCommand
+    from runtime.services.commands import submit_main_chat_message
 
     owner = get_user_model().objects.get(id=owner_id)
     receipt = submit_main_chat_message(

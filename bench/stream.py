@@ -65,7 +65,7 @@ def subscription_url(web_url: str, user_id: int, token: str) -> str:
     """The user's Main Chat socket, resuming after its last event: history replay is not what is measured."""
     from django.contrib.auth import get_user_model
 
-    from runtime.services import ensure_main_conversation
+    from runtime.services.commands import ensure_main_conversation
 
     conversation = ensure_main_conversation(get_user_model().objects.get(id=user_id))
     ws_url = web_url.replace("http://", "ws://")

@@ -2,7 +2,7 @@ import os
 
 import django
 
-from impo import telemetry
+from impo.core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 # A persistent connection belongs to the thread that opened it, and under ASGI threads come and go (each
@@ -15,7 +15,7 @@ telemetry.configure("impo-web")
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs the app registry)
 
 from impo.http_handler import HttpHandler  # noqa: E402
-from runtime.routing import websocket_urlpatterns  # noqa: E402
+from runtime.realtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

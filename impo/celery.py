@@ -8,7 +8,8 @@ from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_process_shutdown
 from django.db import close_old_connections
 
-from impo import telemetry, workers
+from impo import worker_liveness
+from impo.core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
@@ -27,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 app = Celery("impo")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# The default in every thread: the apps send their wake-ups through `celery.current_app` (they sit below this
+# module and never import it), including from the hint sender's own thread, where only the default is current.
+app.set_default()
 app.autodiscover_tasks()
 
 
@@ -39,19 +43,19 @@ class Heartbeat(bootsteps.StartStopStep):
     def start(self, worker):
         self.worker_name = worker.hostname
         self._beat()
-        self.timer_entry = worker.timer.call_repeatedly(workers.HEARTBEAT_INTERVAL_SECONDS, self._beat)
+        self.timer_entry = worker.timer.call_repeatedly(worker_liveness.HEARTBEAT_INTERVAL_SECONDS, self._beat)
 
     def stop(self, worker):
         if getattr(self, "timer_entry", None) is not None:
             self.timer_entry.cancel()
         try:
-            workers.stopped(self.worker_name)
+            worker_liveness.stopped(self.worker_name)
         except redis.RedisError as exc:
             logger.warning("could not withdraw the heartbeat: %s", exc)
 
     def _beat(self):
         try:
-            workers.beat(self.worker_name)
+            worker_liveness.beat(self.worker_name)
         except redis.RedisError as exc:
             # The next beat tries again; /ready reports the gap if it lasts.
             logger.warning("worker heartbeat failed: %s", exc)

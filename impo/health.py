@@ -9,9 +9,9 @@ from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from temporalio.client import Client as TemporalClient
 
-from impo import workers
-from impo.authentication import request_user
-from impo.middleware import request_id_for
+from impo import worker_liveness
+from impo.core.authentication import request_user
+from impo.core.middleware import request_id_for
 
 READINESS_TIMEOUT_SECONDS = 2.0
 
@@ -62,7 +62,7 @@ def _temporal_ready() -> str | None:
 
 def _workers_ready() -> str | None:
     try:
-        alive = workers.alive_count()
+        alive = worker_liveness.alive_count()
     except redis.RedisError as exc:
         return str(exc)
     return None if alive else "no worker has sent a heartbeat recently"

@@ -2,7 +2,7 @@
 
 Several web and worker processes run at once, so nothing process-local is a source: runs, reconciliations and claim
 latency are read from PostgreSQL when scraped, and provider failures from the counts all processes add to in Redis
-(`impo.provider_errors`). Staff (session or their token) or the `IMPO_METRICS_TOKEN` bearer token may read it.
+(`rebyte.provider_errors`). Staff (session or their token) or the `IMPO_METRICS_TOKEN` bearer token may read it.
 """
 
 import hmac
@@ -19,12 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from impo import provider_errors
-from impo.authentication import bearer_key, request_user
-from impo.errors import error_body, unauthorized
+from impo.core.authentication import bearer_key, request_user
+from impo.core.errors import error_body, unauthorized
+from rebyte import provider_errors
 from rebyte.models import CreationIntent, IntentState
 from runtime.models import Run, RunState
-from runtime.services import lease as claim_rule
+from runtime.services import claims
 from tools.models import ToolCall, ToolCallState
 
 logger = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ class ImpoCollector(Collector):
             runs.add_metric([state], by_state.get(state, 0))
         yield runs
         queued = Run.objects.aggregate(
-            ready=Count("id", filter=claim_rule.queued_and_ready()),
-            backing_off=Count("id", filter=claim_rule.backing_off()),
+            ready=Count("id", filter=claims.queued_and_ready()),
+            backing_off=Count("id", filter=claims.backing_off()),
         )
         yield GaugeMetricFamily(
             "impo_queue_depth",
@@ -84,16 +84,16 @@ class ImpoCollector(Collector):
                 f"       FROM {Run._meta.db_table} WHERE started_at >= %s) AS claimed",
                 [list(CLAIM_LATENCY_QUANTILES), timezone.now() - timedelta(seconds=window)],
             )
-            claims, quantiles, longest = cursor.fetchone()
+            claimed, quantiles, longest = cursor.fetchone()
         yield GaugeMetricFamily(
-            "impo_run_claims_recent", f"Runs first claimed in the last {window:g} seconds.", value=claims
+            "impo_run_claims_recent", f"Runs first claimed in the last {window:g} seconds.", value=claimed
         )
         latency = GaugeMetricFamily(
             "impo_run_claim_latency_seconds",
             f"Admission to first claim of the runs first claimed in the last {window:g} seconds, by quantile.",
             labels=["quantile"],
         )
-        if claims:
+        if claimed:
             for quantile, value in zip(CLAIM_LATENCY_QUANTILES, quantiles, strict=True):
                 latency.add_metric([str(quantile)], value)
             latency.add_metric(["1"], longest)

@@ -64,7 +64,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "impo.middleware.RequestIdMiddleware",
+    "impo.core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -116,7 +116,7 @@ else:
     # Workers and commands keep one connection each; health checks drop ones the server closed.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Statements run through `impo.database.prepared_cursor` (the claim, the event append) are prepared on their
+# Statements run through `impo.core.database.prepared_cursor` (the claim, the event append) are prepared on their
 # connection from their fifth run on; the ORM's cursors bind on the client and never prepare.
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 DATABASES["default"]["TEST"] = {"NAME": env("DJANGO_TEST_DATABASE", default=None)}
@@ -149,14 +149,14 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "impo.authentication.BearerTokenAuthentication",
+        "impo.core.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["impo.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["impo.core.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "impo.errors.ica_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "impo.openapi.ImpoAutoSchema",
+    "EXCEPTION_HANDLER": "impo.core.errors.ica_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "impo.core.openapi.ImpoAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -272,7 +272,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # No token or Authorization value reaches a log (impo/log_redaction.py).
-    "filters": {"secrets": {"()": "impo.log_redaction.SecretRedaction"}},
+    "filters": {"secrets": {"()": "impo.core.log_redaction.SecretRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # A line per provider request (hundreds a second from a busy worker) says nothing a span does not.

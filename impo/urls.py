@@ -2,22 +2,23 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from impo import errors, health, metrics
-from impo.login import throttled_login
+from impo import health, metrics
+from impo.core import errors
+from impo.core.login import throttled_login
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
-handler400 = "runtime.web.bad_request"
-handler404 = "runtime.web.page_not_found"
-handler500 = "runtime.web.server_error"
+handler400 = "runtime.http.web.bad_request"
+handler404 = "runtime.http.web.page_not_found"
+handler500 = "runtime.http.web.server_error"
 
 urlpatterns = [
     path("health", health.health, name="health"),
     path("ready", health.ready, name="ready"),
     path("metrics", metrics.metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/v1/", include("runtime.urls")),
+    path("api/v1/", include("runtime.http.urls")),
     path("api/v1/", include("scheduling.urls")),
-    path("api/v1/", include("runtime.device_urls")),
+    path("api/v1/", include("runtime.http.device_urls")),
     path("api/v1/", include("webhooks.urls")),
     # Any other path under /api/ is the API's 404, in its envelope, in every configuration (DEBUG's technical 404
     # page would otherwise answer it, and CommonMiddleware would redirect it to a slash-ended path).
@@ -25,5 +26,5 @@ urlpatterns = [
     # The admin's password form is guarded like the web login (before the admin's own route to it).
     path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
-    path("", include("runtime.web_urls")),
+    path("", include("runtime.http.web_urls")),
 ]

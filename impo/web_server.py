@@ -11,7 +11,7 @@ import os
 
 from uvicorn.workers import UvicornWorker
 
-from impo.log_redaction import install_on_web_server_loggers
+from impo.core.log_redaction import install_on_web_server_loggers
 
 # Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
 # default, a client could pose as any address to the login throttle.

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from impo.admin_desk import DeskAction, DeskActionsMixin
+from impo.core.admin_desk import DeskAction, DeskActionsMixin
 from rebyte import services
 from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, RemoteTurn, SavedAgent
 from rebyte.provider import provider_gateway

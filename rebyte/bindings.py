@@ -7,7 +7,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from impo.database import prepared_cursor
+from impo.core.database import prepared_cursor
 from rebyte.models import CreationIntent, RemoteSession, RemoteTurn
 from runtime.models import Run
 

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from impo.core.models import choice_constraint
+
 
 class IntentKind(models.TextChoices):
     AGENT = "agent"
@@ -51,8 +53,8 @@ class CreationIntent(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=IntentKind.values), name="rebyte_intent_kind"),
-            models.CheckConstraint(condition=Q(state__in=IntentState.values), name="rebyte_intent_state"),
+            choice_constraint("kind", IntentKind, "rebyte_intent_kind"),
+            choice_constraint("state", IntentState, "rebyte_intent_state"),
             models.CheckConstraint(
                 condition=~Q(state="created") | ~Q(remote_id=""), name="rebyte_created_intent_has_remote_id"
             ),
@@ -139,7 +141,7 @@ class RemoteSession(models.Model):
             models.UniqueConstraint(
                 fields=["conversation"], condition=Q(state="current"), name="rebyte_one_current_session"
             ),
-            models.CheckConstraint(condition=Q(state__in=SessionState.values), name="rebyte_session_state"),
+            choice_constraint("state", SessionState, "rebyte_session_state"),
         ]
 
     def __str__(self):

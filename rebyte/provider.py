@@ -3,8 +3,9 @@ import threading
 
 from django.conf import settings
 
-from impo import provider_errors, telemetry
-from impo.database import release_connection
+from impo.core import telemetry
+from impo.core.database import release_connection
+from rebyte import provider_errors
 from rebyte.client import RebyteGateway
 
 _gateways: dict[tuple, RebyteGateway] = {}

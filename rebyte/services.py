@@ -18,8 +18,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from impo import telemetry
-from impo.database import release_connection
+from impo.core import telemetry
+from impo.core.database import release_connection
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (

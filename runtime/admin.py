@@ -3,12 +3,9 @@ from collections import Counter
 
 from django.contrib import admin, messages
 
-from impo.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
-from runtime import (
-    retries,
-    services,
-    tool_admin,  # noqa: F401  (the tools app's models: their staff actions are runtime's writes)
-)
+from impo.core.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
+from runtime import tool_admin  # noqa: F401  (the tools app's models: their staff actions are runtime's writes)
+from runtime.execution import retries
 from runtime.models import (
     Conversation,
     Event,
@@ -20,6 +17,7 @@ from runtime.models import (
     Submission,
     Task,
 )
+from runtime.services import staff
 
 # What the run's owner reads as the reason; the admin log records which staff member decided.
 STAFF_FAIL_REASON = f"{STAFF_NOTE}: the outcome could not be confirmed, so the reply was ended"
@@ -30,11 +28,11 @@ def _is_parked(run) -> bool:
 
 
 def _recheck(request, run) -> str | None:
-    return "Queued again: a worker re-checks the run now." if services.staff_retry_run(run.id) else None
+    return "Queued again: a worker re-checks the run now." if staff.staff_retry_run(run.id) else None
 
 
 def _fail(request, run) -> str | None:
-    ended = services.staff_fail_run(run.id, reason=STAFF_FAIL_REASON)
+    ended = staff.staff_fail_run(run.id, reason=STAFF_FAIL_REASON)
     return "Marked failed: the owner sees it was resolved by staff." if ended else None
 
 
@@ -103,13 +101,13 @@ class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
     @admin.action(description="Pending reconciliation: re-check now (queue the run again)")
     def recheck_now(self, request, queryset):
         for run in queryset.filter(state=RunState.PENDING_RECONCILIATION):
-            if services.staff_retry_run(run.id):
+            if staff.staff_retry_run(run.id):
                 self.log_change(request, run, "re-queued from pending reconciliation")
 
     @admin.action(description="Pending reconciliation: mark failed")
     def mark_failed(self, request, queryset):
         for run in queryset.filter(state=RunState.PENDING_RECONCILIATION):
-            if services.staff_fail_run(run.id, reason=STAFF_FAIL_REASON):
+            if staff.staff_fail_run(run.id, reason=STAFF_FAIL_REASON):
                 self.log_change(request, run, "marked failed during reconciliation")
 
     @admin.action(description="Failed: retry (same submission, a new attempt)", permissions=["resolve"])
@@ -119,7 +117,7 @@ class RunAdmin(DeskActionsMixin, ReadOnlyAdmin):
     @admin.action(description="Cancel the selected runs (finished ones stay as they are)", permissions=["resolve"])
     def cancel_selected(self, request, queryset):
         # Each run goes through the owner's own cancel path, so a finished one is recorded as such, untouched.
-        self._audited_on_each(request, queryset, "Cancel", services.staff_cancel_run)
+        self._audited_on_each(request, queryset, "Cancel", staff.staff_cancel_run)
 
     def _audited_on_each(self, request, queryset, label: str, act) -> None:
         """Applies `act` to each selected run in its own transaction; the audit rows share one batch."""

@@ -6,4 +6,4 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Runtime: conversations, submissions and runs"
 
     def ready(self):
-        from runtime import task_tool  # noqa: F401  (registers create_task with the tools registry)
+        from runtime.services import task_tool  # noqa: F401  (registers create_task with the tools registry)

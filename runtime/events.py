@@ -1,4 +1,4 @@
-"""The projection log: every event a client sees, with a gapless `seq` per conversation (DESIGN §1.5).
+"""The event log: every event a client sees, with a gapless `seq` per conversation (DESIGN §1.5).
 
 Every app that projects something (runtime's runs, tools' calls and device invocations) appends through
 here, inside its own transaction; the push to live subscribers goes out only after that commits.
@@ -9,11 +9,11 @@ from contextlib import contextmanager
 
 from psycopg.types.json import Jsonb
 
-from impo import telemetry
-from impo.database import prepared_cursor
+from impo.core import telemetry
+from impo.core.database import prepared_cursor
 from runtime import outbound
 from runtime.models import Event, Run
-from runtime.projection import event_to_wire
+from runtime.wire import event_to_wire
 
 _batch = threading.local()
 

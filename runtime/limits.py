@@ -14,8 +14,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from impo import limits
-from impo.errors import RateLimited
+from impo.core import limits
+from impo.core.errors import RateLimited
 from runtime.models import Submission
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ transaction that already holds that run's lock, so the stronger mode would only 
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from impo.database import prepared_cursor
+from impo.core.database import prepared_cursor
 from runtime.models import UNFINISHED_RUN_STATES, Run, Submission
 
 RELATED_FOR_WRITES = ("submission",)

@@ -4,7 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from impo import telemetry
+from impo.core import telemetry
+from impo.core.models import choice_constraint
 
 
 class ConversationKind(models.TextChoices):
@@ -38,7 +39,7 @@ class Conversation(models.Model):
             models.UniqueConstraint(
                 fields=["owner"], condition=Q(kind="main_chat"), name="runtime_one_main_chat_per_owner"
             ),
-            models.CheckConstraint(condition=Q(kind__in=ConversationKind.values), name="runtime_conversation_kind"),
+            choice_constraint("kind", ConversationKind, "runtime_conversation_kind"),
             models.CheckConstraint(
                 condition=Q(message_policy__in=MessagePolicy.values), name="runtime_conversation_message_policy"
             ),
@@ -93,8 +94,8 @@ class Message(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "sequence"], name="runtime_message_sequence_unique"),
             models.CheckConstraint(condition=Q(sequence__gte=1), name="runtime_message_sequence_positive"),
-            models.CheckConstraint(condition=Q(role__in=MessageRole.values), name="runtime_message_role"),
-            models.CheckConstraint(condition=Q(status__in=MessageStatus.values), name="runtime_message_status"),
+            choice_constraint("role", MessageRole, "runtime_message_role"),
+            choice_constraint("status", MessageStatus, "runtime_message_status"),
         ]
 
     def __str__(self):
@@ -220,7 +221,7 @@ class Run(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(state__in=RunState.values), name="runtime_run_state"),
+            choice_constraint("state", RunState, "runtime_run_state"),
             models.CheckConstraint(
                 condition=~Q(state="running") | Q(lease_expires_at__isnull=False),
                 name="runtime_running_run_has_lease",
@@ -304,7 +305,7 @@ class Event(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="runtime_event_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="runtime_event_seq_positive"),
-            models.CheckConstraint(condition=Q(type__in=EventType.values), name="runtime_event_type"),
+            choice_constraint("type", EventType, "runtime_event_type"),
         ]
         indexes = [models.Index(fields=["submission", "seq"], name="runtime_event_submission")]
 
@@ -339,7 +340,7 @@ class StaffRunAction(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=StaffRunActionKind.values), name="runtime_staff_action_kind"),
+            choice_constraint("kind", StaffRunActionKind, "runtime_staff_action_kind"),
             models.CheckConstraint(
                 condition=Q(outcome__in=StaffRunActionOutcome.values), name="runtime_staff_action_outcome"
             ),

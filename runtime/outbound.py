@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 
+from celery import current_app
 from django.db import connection, transaction
 
-from impo.celery import app
 from runtime.models import Run
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def send_task_after_commit(
 
     def send() -> None:
         try:
-            app.send_task(task_name, args=[str(object_id)])
+            current_app.send_task(task_name, args=[str(object_id)])
         except Exception:
             try:
                 mark_unsent()

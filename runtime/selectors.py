@@ -5,12 +5,11 @@ import uuid
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Q, Subquery
 
-from impo.errors import NotFound
+from impo.core.errors import NotFound
 from runtime import subscribers
 from runtime.models import (
     ACTIVE_RUN_STATES,
     Conversation,
-    ConversationKind,
     Event,
     EventType,
     Message,
@@ -20,7 +19,7 @@ from runtime.models import (
     Submission,
     Task,
 )
-from runtime.projection import event_to_wire
+from runtime.wire import event_to_wire
 from tools.selectors import tool_states_by_assistant_message
 
 RESULT_EVENT_TYPES = (EventType.MESSAGE_COMPLETED, EventType.TOOL_COMPLETED)
@@ -74,10 +73,6 @@ def submission_to_wire(submission: Submission) -> dict:
         "updatedAt": run.updated_at.isoformat(),
         "traceId": run.trace_id or None,
     }
-
-
-def main_conversation_for_owner(owner) -> Conversation | None:
-    return Conversation.objects.filter(owner=owner, kind=ConversationKind.MAIN_CHAT).first()
 
 
 def conversation_page(conversation: Conversation, *, after_sequence: int, limit: int) -> dict:

@@ -1,9 +1,10 @@
 from celery import shared_task
 from celery.signals import worker_ready
 
-from impo import telemetry
+from impo.core import telemetry
 from rebyte.provider import provider_gateway
-from runtime import execution, selectors
+from runtime import selectors
+from runtime.execution import driver
 
 
 @shared_task(name="runtime.execute_run")
@@ -11,7 +12,7 @@ def execute_run(run_id: str) -> None:
     # A wake-up only: the run's lease, not this message, decides whether this worker executes it. Every wake-up
     # (a redelivery, a successor's) is a span of the run's own trace.
     with telemetry.span("impo.run", {"impo.run.id": run_id}, parent=lambda: selectors.run_traceparent(run_id)):
-        execution.execute_run(run_id, execution.worker_identity())
+        driver.execute_run(run_id, driver.worker_identity())
 
 
 @worker_ready.connect

@@ -6,9 +6,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from impo.openapi import WRITE_ERRORS, responses
-from impo.serializers import validated
-from impo.views import IcaAPIView
+from impo.core.openapi import WRITE_ERRORS, responses
+from impo.core.serializers import validated
+from impo.core.views import IcaAPIView
 from scheduling import selectors, services
 from scheduling.serializers import (
     PlanCreateSerializer,

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from impo.core.models import choice_constraint
+
 PLAN_TITLE_MAX = 120
 PLAN_GOAL_MAX = 4_000
 
@@ -90,7 +92,7 @@ class ScheduledRun(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["plan", "scheduled_at"], name="scheduling_run_once_per_fire_time"),
-            models.CheckConstraint(condition=Q(state__in=ScheduledRunState.values), name="scheduling_run_state"),
+            choice_constraint("state", ScheduledRunState, "scheduling_run_state"),
             models.CheckConstraint(
                 condition=(Q(state="admitted") & Q(task__isnull=False))
                 | (Q(state="skipped_overlap") & Q(task__isnull=True)),

@@ -28,8 +28,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
-from impo.patterns import NOT_WHITESPACE, WHITESPACE
-from impo.time_zones import iana_time_zone_names
+from impo.core.patterns import NOT_WHITESPACE, WHITESPACE
+from impo.core.time_zones import iana_time_zone_names
 
 
 class Frequency(StrEnum):

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import F
 
-from impo.errors import InvalidRequest, NotFound
+from impo.core.errors import InvalidRequest, NotFound
 from runtime.models import ACTIVE_RUN_STATES, Run
 from runtime.selectors import task_statuses
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask

@@ -4,7 +4,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
 from runtime.selectors import TASK_STATUSES
 from scheduling import schedules
 from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX, ScheduledRunState

@@ -23,9 +23,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from temporalio.service import RPCError
 
-from impo.errors import Conflict, Gone, InvalidRequest, NotFound
+from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime import outbound
-from runtime.services import MessageCommand, open_task
+from runtime.services.admission import MessageCommand
+from runtime.services.commands import open_task
 from scheduling import selectors, temporal
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.schedules import Schedule, ScheduleError, next_fire_after, parse_schedule

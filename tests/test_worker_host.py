@@ -7,9 +7,10 @@ import signal
 import uuid
 from pathlib import Path
 
-from impo import workers
+from impo import worker_liveness
 from runtime.models import RunState
-from runtime.services import MessageCommand, create_task
+from runtime.services.admission import MessageCommand
+from runtime.services.commands import create_task
 from tests.processes import wait_until
 from tests.runs import finished_run
 
@@ -47,7 +48,7 @@ def test_the_host_runs_its_worker_processes_and_starts_a_dead_one_again(stack, u
     host = stack.start_worker("host", host_processes=2)
     first = children_of(host.process.pid)
     assert len(first) == 2
-    wait_until(lambda: workers.alive_count() == 2, timeout=30, what="both workers' heartbeats")
+    wait_until(lambda: worker_liveness.alive_count() == 2, timeout=30, what="both workers' heartbeats")
     a_message_completes(user)
 
     victim = sorted(first)[0]

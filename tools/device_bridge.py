@@ -7,7 +7,7 @@ import uuid
 
 from django.utils import timezone
 
-from impo.errors import Conflict, Gone, NotFound
+from impo.core.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
 from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, InvocationStatus, ToolCallState
 from tools.services import Events, end_invocation, error_result, locked_call, save_receipt

@@ -21,8 +21,8 @@ from typing import Protocol
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from impo import telemetry
-from impo.database import release_connection
+from impo.core import telemetry
+from impo.core.database import release_connection
 from tools import services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry

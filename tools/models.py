@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from impo.core.models import choice_constraint
+
 
 class SideEffect(models.TextChoices):
     READ = "read"  # may be repeated on retry
@@ -78,7 +80,7 @@ class ToolCall(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id"], name="tools_call_unique_per_run"),
-            models.CheckConstraint(condition=Q(state__in=ToolCallState.values), name="tools_call_state"),
+            choice_constraint("state", ToolCallState, "tools_call_state"),
             # An uncertain action is never repeated blindly: one dispatch, ever.
             models.CheckConstraint(
                 condition=~Q(side_effect="uncertain") | Q(attempts__lte=1), name="tools_uncertain_dispatched_once"
@@ -149,7 +151,7 @@ class ToolApproval(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(status__in=ApprovalStatus.values), name="tools_approval_status"),
+            choice_constraint("status", ApprovalStatus, "tools_approval_status"),
             models.CheckConstraint(
                 condition=Q(status="pending", decided_at__isnull=True, outcome="")
                 | (~Q(status="pending") & Q(decided_at__isnull=False) & ~Q(outcome="")),
@@ -219,7 +221,7 @@ class DeviceInvocation(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(status__in=InvocationStatus.values), name="tools_invocation_status"),
+            choice_constraint("status", InvocationStatus, "tools_invocation_status"),
             models.CheckConstraint(
                 condition=Q(status="pending")
                 | Q(status="expired")

@@ -4,7 +4,7 @@ import uuid
 
 from django.utils import timezone
 
-from impo.errors import NotFound
+from impo.core.errors import NotFound
 from runtime.models import Run, Submission
 from tools.models import (
     OPEN_INVOCATION_STATUSES,

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
 from tools.models import ApprovalOutcome, ApprovalStatus
 from tools.services import ApprovalAnswer
 

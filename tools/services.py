@@ -15,8 +15,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from impo import telemetry
-from impo.errors import Conflict, Gone, InvalidRequest, NotFound
+from impo.core import telemetry
+from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.models import EventType, Run
 from tools.models import (
     OPEN_INVOCATION_STATUSES,

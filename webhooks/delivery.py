@@ -13,7 +13,7 @@ import time
 import httpx
 from django.conf import settings
 
-from impo.database import release_connection
+from impo.core.database import release_connection
 from webhooks import services, signing, targets
 
 logger = logging.getLogger(__name__)

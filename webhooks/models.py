@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from impo.core.models import choice_constraint
 from runtime.models import Event, EventType
 
 # Wired through in sql by the migration's trigger; the approval helper adds the last type to runtime's
@@ -90,7 +91,7 @@ class WebhookDelivery(models.Model):
         verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(fields=["endpoint", "event"], name="webhooks_one_delivery_per_event"),
-            models.CheckConstraint(condition=Q(status__in=DeliveryStatus.values), name="webhooks_delivery_status"),
+            choice_constraint("status", DeliveryStatus, "webhooks_delivery_status"),
             models.CheckConstraint(
                 condition=~Q(status="delivered") | Q(delivered_at__isnull=False),
                 name="webhooks_delivered_has_time",

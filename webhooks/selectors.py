@@ -2,7 +2,7 @@
 
 import uuid
 
-from impo.errors import NotFound
+from impo.core.errors import NotFound
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 RECENT_DELIVERIES = 50

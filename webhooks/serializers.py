@@ -3,7 +3,7 @@
 from django.core.validators import URLValidator
 from rest_framework import serializers
 
-from impo.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer
 from webhooks import targets
 from webhooks.models import DeliveryStatus, WebhookEndpoint, WebhookEventType
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from impo.errors import Conflict
+from impo.core.errors import Conflict
 from runtime import outbound
 from runtime.models import Event
 from webhooks import signing

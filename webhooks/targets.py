@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
-from impo.errors import ApplicationError
+from impo.core.errors import ApplicationError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from impo import telemetry
+from impo.core import telemetry
 from runtime.events import sequence_allocation
 from runtime.models import (
     COUNTED_RUN_STATES,
@@ -123,6 +123,37 @@ class AdmissionStatement:
     event: Event
 
 
+# The owner's limits read before anything is admitted: runs still counting against the cap (counted no further than
+# the cap) and whether the device named, if any, is the owner's.
+_GATE_SQL = f"""
+    SELECT CASE WHEN %(cap)s::int IS NULL THEN 0 ELSE (
+               SELECT count(*) FROM (
+                   SELECT 1 FROM runtime_run r WHERE r.owner_id = %(owner)s
+                      AND r.state IN ({_COUNTED_STATES_SQL}) LIMIT %(cap)s::int
+               ) counted
+           ) END AS active_runs,
+           (%(device)s::uuid IS NULL OR EXISTS (
+               SELECT 1 FROM {Device._meta.db_table} d WHERE d.id = %(device)s::uuid AND d.owner_id = %(owner)s
+           )) AS device_ok
+"""
+# The sequences are allocated (and the conversation row locked) only when the gate passes and the policy read from
+# the locked row (or decided by the caller under locks) queues the message.
+_ADMITTED_IF = (
+    "c.id = target.id AND gate.device_ok AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)"
+    f" AND (%(policy_decided)s OR COALESCE(%(policy)s::text, c.message_policy) = '{MessagePolicy.QUEUE}')"
+)
+# `submission.accepted` is built in Python like every other; only the sequences the statement allocates are set here.
+_ACCEPTED_PAYLOAD_SQL = (
+    "jsonb_set(jsonb_set(%(accepted)s::jsonb,"
+    " '{userMessage,sequence}', to_jsonb(conversation.message_sequence - 1)),"
+    " '{assistantMessage,sequence}', to_jsonb(conversation.message_sequence))"
+)
+_ADMISSION_RESULT_SQL = """
+    SELECT gate.active_runs, gate.device_ok, target.id, target.policy, event.seq, event.payload, event.created_at
+      FROM gate LEFT JOIN target ON true LEFT JOIN event ON true
+"""
+
+
 def admission_statement(
     owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
 ) -> AdmissionStatement:
@@ -135,34 +166,13 @@ def admission_statement(
     runs this very statement under pgbench.
     """
     now = timezone.now()
-    user_message = Message(
-        conversation_id=None, sequence=0, role=MessageRole.USER, text=command.text, status=MessageStatus.COMPLETED
-    )
-    assistant_message = Message(
-        conversation_id=None, sequence=0, role=MessageRole.ASSISTANT, status=MessageStatus.PENDING
-    )
-    submission = Submission(
-        owner_id=owner.pk,
-        client_message_id=command.client_message_id,
-        request_fingerprint=fingerprint,
-        user_message_id=user_message.id,
-        assistant_message_id=assistant_message.id,
-        device_id=command.device_id,
-        client_context=command.client_context,
-    )
-    # The run carries the admission's trace context: every later span of the run, in whatever process, joins it.
-    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now, traceparent=telemetry.traceparent())
-    event = Event(
-        submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED, trace_id=telemetry.current_trace_id()
-    )
+    user_message, assistant_message, submission, run, event = _unsaved_rows(owner, command, fingerprint, now)
     params = {
         "owner": owner.pk,
         "cap": active_run_cap,
         "device": command.device_id,
         "policy": command.message_policy,
         "policy_decided": policy_decided,
-        # Built here like every other `submission.accepted`; only the sequences, allocated by the statement, are
-        # set in SQL (the unsaved messages hold 0 until then).
         "accepted": Jsonb(
             accepted_payload(
                 submission_id=submission.id,
@@ -172,8 +182,8 @@ def admission_statement(
             )
         ),
     }
-    on_conversation = {"conversation_id": "conversation.id"}
     values_of = _SharedValues(params)
+    on_conversation = {"conversation_id": "conversation.id"}
     inserts = [
         _insert_from_conversation(
             "user_message",
@@ -194,46 +204,46 @@ def admission_statement(
         _insert_from_conversation(
             "event",
             event,
-            {
-                **on_conversation,
-                "seq": "conversation.event_seq",
-                "payload": "jsonb_set(jsonb_set(%(accepted)s::jsonb,"
-                " '{userMessage,sequence}', to_jsonb(conversation.message_sequence - 1)),"
-                " '{assistantMessage,sequence}', to_jsonb(conversation.message_sequence))",
-            },
+            {**on_conversation, "seq": "conversation.event_seq", "payload": _ACCEPTED_PAYLOAD_SQL},
             values_of,
             now=now,
             returning="seq, payload, created_at",
         ),
     ]
-    # The event log's sequence allocation for one event and two messages, made conditional on the gate and on
-    # the policy read from the locked row.
-    allocation = sequence_allocation(
-        "c.id = target.id AND gate.device_ok AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)"
-        f" AND (%(policy_decided)s OR COALESCE(%(policy)s::text, c.message_policy) = '{MessagePolicy.QUEUE}')",
-        events="1",
-        messages="2",
-        source="gate, target",
-    )
+    allocation = sequence_allocation(_ADMITTED_IF, events="1", messages="2", source="gate, target")
     sql = f"""
-        WITH gate AS (
-            SELECT CASE WHEN %(cap)s::int IS NULL THEN 0 ELSE (
-                       SELECT count(*) FROM (
-                           SELECT 1 FROM runtime_run r WHERE r.owner_id = %(owner)s
-                              AND r.state IN ({_COUNTED_STATES_SQL}) LIMIT %(cap)s::int
-                       ) counted
-                   ) END AS active_runs,
-                   (%(device)s::uuid IS NULL OR EXISTS (
-                       SELECT 1 FROM {Device._meta.db_table} d WHERE d.id = %(device)s::uuid AND d.owner_id = %(owner)s
-                   )) AS device_ok
-        ), target AS (
+        WITH gate AS ({_GATE_SQL}), target AS (
             SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
               FROM runtime_conversation c WHERE {target.match(params)}
         ), conversation AS ({allocation}), {", ".join(inserts)}
-        SELECT gate.active_runs, gate.device_ok, target.id, target.policy, event.seq, event.payload, event.created_at
-          FROM gate LEFT JOIN target ON true LEFT JOIN event ON true
+        {_ADMISSION_RESULT_SQL}
     """
     return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
+
+
+def _unsaved_rows(owner, command: MessageCommand, fingerprint: str, now):
+    """The rows one admission inserts, unsaved: the statement sets their conversation and sequences."""
+    user_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.USER, text=command.text, status=MessageStatus.COMPLETED
+    )
+    assistant_message = Message(
+        conversation_id=None, sequence=0, role=MessageRole.ASSISTANT, status=MessageStatus.PENDING
+    )
+    submission = Submission(
+        owner_id=owner.pk,
+        client_message_id=command.client_message_id,
+        request_fingerprint=fingerprint,
+        user_message_id=user_message.id,
+        assistant_message_id=assistant_message.id,
+        device_id=command.device_id,
+        client_context=command.client_context,
+    )
+    # The run carries the admission's trace context: every later span of the run, in whatever process, joins it.
+    run = Run(submission_id=submission.id, owner_id=owner.pk, last_woken_at=now, traceparent=telemetry.traceparent())
+    event = Event(
+        submission_id=submission.id, type=EventType.SUBMISSION_ACCEPTED, trace_id=telemetry.current_trace_id()
+    )
+    return user_message, assistant_message, submission, run, event
 
 
 _SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from impo import telemetry
-from impo.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
+from impo.core import telemetry
+from impo.core.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.models import (
     UNFINISHED_RUN_STATES,
@@ -21,8 +21,7 @@ from runtime.models import (
     Submission,
     Task,
 )
-from runtime.projection import event_to_wire
-from runtime.services import lifecycle
+from runtime.services import lifecycle, projection
 from runtime.services.admission import (
     AdmissionOutcome,
     ConversationTarget,
@@ -31,6 +30,7 @@ from runtime.services.admission import (
     TaskTarget,
     admission_statement,
 )
+from runtime.wire import event_to_wire
 from tools import services as tool_services
 
 TASK_TITLE_MAX = 120
@@ -299,7 +299,7 @@ def answer_tool_approval(*, owner, tool_call_id, answer: tool_services.ApprovalA
         if run is None:
             raise NotFound("No such tool call.")
         approval, replay, events = tool_services.answer_approval(run, tool_call_id, answer, decided_by=owner)
-        lifecycle.project_events(run, events)
+        projection.project_events(run, events)
         if not replay:
             lifecycle.requeue_if_answered(run)
             run.save()

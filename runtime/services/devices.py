@@ -8,11 +8,11 @@ import uuid
 
 from django.db import IntegrityError, transaction
 
-from impo import telemetry
-from impo.errors import Conflict, NotFound
+from impo.core import telemetry
+from impo.core.errors import Conflict, NotFound
 from runtime import locks
 from runtime.models import Run
-from runtime.services.lifecycle import project_events
+from runtime.services.projection import project_events
 from tools import device_bridge
 from tools import services as tool_services
 from tools.models import Device, DeviceInvocation, ToolCall

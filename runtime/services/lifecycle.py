@@ -7,16 +7,14 @@ and project events, and only these functions change the run (the fenced transact
 Outside one the caller saves.
 """
 
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from impo.database import prepared_cursor
 from runtime import outbound
-from runtime.events import append_events, batched
 from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
+from runtime.services.projection import project_events
 from tools import selectors as tool_selectors
 from tools import services as tool_services
 
@@ -48,10 +46,6 @@ def locked_run(run: "Run | FencedRun") -> Run:
     return run._run if isinstance(run, FencedRun) else run
 
 
-def project_events(run: "Run | FencedRun", events: list[tuple[str, dict]]) -> None:
-    append_events(run.submission.conversation_id, run.submission_id, events)
-
-
 def provider_backoff_seconds(failures: int) -> float:
     """0.5 s, doubling per consecutive provider failure, capped (DESIGN §1.4)."""
     return min(settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS, 0.5 * 2 ** max(0, failures - 1))
@@ -68,73 +62,6 @@ def note_provider_recovered(run: "Run | FencedRun") -> int:
     """The provider answers again: the next outage backs off from the start. Returns the failures counted now."""
     locked_run(run).provider_failures = 0
     return 0
-
-
-@dataclass(frozen=True)
-class Output:
-    """What one read of the provider brought for one part of the reply: new text, and its whole text once done."""
-
-    part_id: str
-    delta: str
-    completed_text: str | None = None
-
-
-def project_output(run: "Run | FencedRun", outputs: list[Output]) -> None:
-    """One run's projection, inside its fenced transaction (see `project_outputs`)."""
-    project_outputs([(run, outputs)])
-
-
-def project_outputs(projections: list[tuple["Run | FencedRun", list[Output]]]) -> None:
-    """Appends each run's new text to its assistant message (one statement for all) and projects each delta and
-    completion as its own event, in order (one statement for all); inside the transaction that fenced every run
-    given."""
-    append_to_messages(
-        {
-            run.submission.assistant_message_id: "".join(output.delta for output in outputs)
-            for run, outputs in projections
-        }
-    )
-    with batched():
-        for run, outputs in projections:
-            project_events(run, output_events(run.submission.assistant_message_id, outputs))
-
-
-# Each assistant message's new text appended in one statement, for one run's projection or for a process's group.
-_APPEND_TO_MESSAGES_SQL = """
-UPDATE runtime_message message
-SET text = message.text || appended.text, status = %(streaming)s::varchar, updated_at = now()
-FROM unnest(%(ids)s::uuid[], %(texts)s::text[]) AS appended(id, text)
-WHERE message.id = appended.id
-"""
-
-
-def append_to_messages(appended: dict) -> None:
-    """{assistant message id: text to append}; a message given no text is left as it is."""
-    appended = {message_id: text for message_id, text in appended.items() if text}
-    if not appended:
-        return
-    with prepared_cursor() as cursor:
-        cursor.execute(
-            _APPEND_TO_MESSAGES_SQL,
-            {"streaming": MessageStatus.STREAMING.value, "ids": list(appended), "texts": list(appended.values())},
-        )
-
-
-def output_events(message_id, outputs: list[Output]) -> list[tuple[str, dict]]:
-    events = []
-    for output in outputs:
-        if output.delta:
-            events.append(
-                (EventType.TEXT_DELTA, {"messageId": str(message_id), "partId": output.part_id, "delta": output.delta})
-            )
-        if output.completed_text is not None:
-            events.append(
-                (
-                    EventType.MESSAGE_COMPLETED,
-                    {"messageId": str(message_id), "partId": output.part_id, "text": output.completed_text},
-                )
-            )
-    return events
 
 
 def enter_waiting_device(run: "Run | FencedRun") -> None:

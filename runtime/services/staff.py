@@ -9,7 +9,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from impo.errors import Conflict, NotFound
+from impo.core.errors import Conflict, NotFound
 from runtime import locks, outbound
 from runtime.models import (
     EventType,
@@ -21,7 +21,7 @@ from runtime.models import (
     StaffRunActionKind,
     StaffRunActionOutcome,
 )
-from runtime.services import lifecycle
+from runtime.services import lifecycle, projection
 from runtime.services.admission import accepted_payload
 
 
@@ -116,7 +116,7 @@ def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
         assistant_message=submission.assistant_message,
         status=run.state,
     )
-    lifecycle.project_events(run, [(EventType.SUBMISSION_ACCEPTED, {**payload, "retry": run.retries})])
+    projection.project_events(run, [(EventType.SUBMISSION_ACCEPTED, {**payload, "retry": run.retries})])
     outbound.wake_run(run.id)
     return _audit(
         run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.QUEUED_AGAIN

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from runtime import locks, outbound
 from runtime.models import Run
-from runtime.services import lifecycle
-from runtime.services.lease import lease_expired, queued_and_ready
+from runtime.services import lifecycle, projection
+from runtime.services.claims import lease_expired, queued_and_ready
 from tools import selectors as tool_selectors
 from tools import services as tool_services
 
@@ -69,7 +69,7 @@ def expire_tool_approvals() -> int:
         )
         for run in runs:
             count, events = tool_services.deny_expired(run)
-            lifecycle.project_events(run, events)
+            projection.project_events(run, events)
             denied += count
             lifecycle.requeue_if_answered(run)
             run.save()

@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
-from runtime import services
+from runtime.events import append_events
 from runtime.models import EventType
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def token_of(user) -> str:
 def write_events(conversation_id, count):
     for index in range(count):
         with transaction.atomic():
-            services.append_events(conversation_id, None, [(EventType.TEXT_DELTA, {"delta": f"{index} "})])
+            append_events(conversation_id, None, [(EventType.TEXT_DELTA, {"delta": f"{index} "})])
 
 
 async def receive_through(communicator, last_seq, seen):

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
-from runtime import services
+from runtime.events import append_events
 from runtime.models import EventType
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
@@ -34,9 +34,7 @@ def conversation_with_token() -> tuple[str, str]:
 def append_with_the_push_lost(conversation_id, count: int) -> None:
     """Commits events whose after-commit push never leaves, as when the writer dies right after its commit."""
     with transaction.atomic():
-        services.append_events(
-            conversation_id, None, [(EventType.TEXT_DELTA, {"delta": f"{index} "}) for index in range(count)]
-        )
+        append_events(conversation_id, None, [(EventType.TEXT_DELTA, {"delta": f"{index} "}) for index in range(count)])
         connection.run_on_commit.clear()
 
 

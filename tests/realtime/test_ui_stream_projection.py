@@ -1,7 +1,7 @@
 """The projection of persisted events onto UI message stream chunks, fed events as the stream reads them."""
 
 from runtime.models import EventType
-from runtime.ui_stream import UIMessageStream, compact
+from runtime.realtime.ai_sdk_stream import UIMessageStream, compact
 
 
 def fed(*events) -> list[dict]:

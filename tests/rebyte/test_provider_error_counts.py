@@ -2,7 +2,7 @@
 
 import pytest
 
-from impo import provider_errors
+from rebyte import provider_errors
 from rebyte.client import Unavailable
 from rebyte.provider import provider_gateway
 from tests.processes import free_port

@@ -9,7 +9,7 @@ from django.utils import timezone
 from rebyte import services
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Conversation, ConversationKind
-from runtime.services import ensure_main_conversation
+from runtime.services.commands import ensure_main_conversation
 
 pytestmark = pytest.mark.django_db
 

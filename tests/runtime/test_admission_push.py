@@ -6,7 +6,7 @@ from channels.layers import get_channel_layer
 
 from runtime.models import Event
 from runtime.outbound import conversation_group
-from runtime.projection import event_to_wire
+from runtime.wire import event_to_wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

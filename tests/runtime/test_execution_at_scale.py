@@ -13,11 +13,12 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runtime import services
-from runtime.group_commit import GroupCommit
-from runtime.heartbeat import ProcessHeartbeat, several_runs_statement
+from runtime.execution.group_commit import GroupCommit
+from runtime.execution.heartbeat import ProcessHeartbeat, several_runs_statement
 from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Message, Run, RunState
-from runtime.services import MessageCommand, create_task
+from runtime.services import claims, projection
+from runtime.services.admission import MessageCommand
+from runtime.services.commands import create_task
 from tests.processes import wait_until
 
 APPLICATION = "impo-scale-test-worker"
@@ -59,13 +60,13 @@ def echo_chunks(text: str, count: int) -> list[str]:
     return [reply[i : i + size] for i in range(0, len(reply), size)]
 
 
-def claimed_with_the_last_taken_over(user, label: str) -> tuple[list[Run], list[services.Lease]]:
+def claimed_with_the_last_taken_over(user, label: str) -> tuple[list[Run], list[claims.Lease]]:
     """Five runs claimed by worker-a; the last one's lease expired and worker-b claimed it, so worker-a's lease on
     it is stale (nothing more of worker-a's may be written to it)."""
     runs = start_tasks(user, [f"{label} {index}" for index in range(5)])
-    leases = [services.claim_run(run.id, "worker-a") for run in runs]
+    leases = [claims.claim_run(run.id, "worker-a") for run in runs]
     Run.objects.filter(id=runs[-1].id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert services.claim_run(runs[-1].id, "worker-b") is not None
+    assert claims.claim_run(runs[-1].id, "worker-b") is not None
     return runs, leases
 
 
@@ -115,7 +116,7 @@ def test_one_heartbeat_statement_extends_every_lease_and_reports_only_the_lost_o
     after = dict(Run.objects.filter(id__in=[run.id for run in runs]).values_list("id", "lease_expires_at"))
     assert all(after[run.id] > before[run.id] for run in runs[:-1])
     assert after[runs[-1].id] == before[runs[-1].id]  # the successor's lease is not the heartbeat's to extend
-    with pytest.raises(services.LeaseLost):
+    with pytest.raises(claims.LeaseLost):
         held[-1].check()
 
 
@@ -187,9 +188,9 @@ def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_it
 
     def project(index: int) -> None:
         try:
-            view = commit.project(leases[index], [services.Output("text-1", f"words of {index}")], progress=None)
+            view = commit.project(leases[index], [projection.Output("text-1", f"words of {index}")], progress=None)
             outcomes[index] = view.id
-        except services.LeaseLost as exc:
+        except claims.LeaseLost as exc:
             outcomes[index] = exc
         finally:
             connection.close()
@@ -206,7 +207,7 @@ def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_it
         thread.join(timeout=60)
 
     assert [outcomes[index] for index in range(4)] == [run.id for run in runs[:4]]
-    assert isinstance(outcomes[4], services.LeaseLost)
+    assert isinstance(outcomes[4], claims.LeaseLost)
     messages = {
         run.id: Message.objects.get(id=run.submission.assistant_message_id)
         for run in Run.objects.filter(id__in=[r.id for r in runs]).select_related("submission")

@@ -7,7 +7,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from rebyte.models import RemoteTurn
-from runtime import retries, selectors
+from runtime import selectors
+from runtime.execution import retries
 from runtime.models import Event, EventType, Message, Run, RunState, StaffRunAction
 from tests.factories import UserFactory
 from tests.runs import finished_run

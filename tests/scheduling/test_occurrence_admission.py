@@ -169,7 +169,8 @@ def test_an_occurrence_after_the_previous_task_finished_admits_a_new_task(user, 
 
 @pytest.mark.django_db
 def test_a_newer_message_in_the_previous_task_keeps_it_active(user):
-    from runtime.services import MessageCommand, submit_task_message
+    from runtime.services.admission import MessageCommand
+    from runtime.services.commands import submit_task_message
 
     plan = make_plan(user)
     admit(plan)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from runtime import services as runtime_services
 from runtime.models import Submission, Task
+from runtime.services import commands
 from scheduling import services
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.services import MAX_LIVE_PLANS, PlanCommand
@@ -389,7 +389,7 @@ def test_the_run_history_shows_the_admitted_tasks_current_status(api):
     )
     task = Task.objects.select_related("conversation").get()
     submission = Submission.objects.get(conversation=task.conversation)
-    runtime_services.request_cancel(owner=task.owner, submission_id=submission.id)
+    commands.request_cancel(owner=task.owner, submission_id=submission.id)
 
     [run] = api.get(f"{plan_url(plan['id'])}/runs").json()["runs"]
 

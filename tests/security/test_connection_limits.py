@@ -7,7 +7,7 @@ from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
-from runtime.consumers import RATE_LIMITED_CLOSE_CODE
+from runtime.realtime.consumers import RATE_LIMITED_CLOSE_CODE
 from tests.processes import start_web, wait_until
 
 

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run
+from runtime.services import claims
 from tests.devices import claim, register_device, report
 from tools import services
 from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState, ToolReceipt
@@ -28,8 +28,8 @@ def invocation(api, device_id) -> DeviceInvocation:
         format="json",
     ).json()
     run = Run.objects.get(submission_id=receipt["submissionId"])
-    lease = runtime_services.claim_run(run.id, "worker-a")
-    with runtime_services.fenced(lease) as locked:
+    lease = claims.claim_run(run.id, "worker-a")
+    with claims.fenced(lease) as locked:
         _, events = services.record_call(locked, call_id="call_1", name="play_sound", arguments={"sound": "chime"})
         locked.append(events)
     return DeviceInvocation.objects.select_related("tool_call").get(tool_call__call_id="call_1")
@@ -166,7 +166,7 @@ def test_withdrawing_a_claimed_invocation_makes_its_call_uncertain(invocation, d
     # worker-a sent the input and died; worker-b takes over to relay the cancel
     Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now(), input_sent_at=timezone.now())
 
-    with runtime_services.fenced(runtime_services.claim_run(run.id, "worker-b")) as locked:
+    with claims.fenced(claims.claim_run(run.id, "worker-b")) as locked:
         receipt, events = services.withdraw_invocation(locked, "call_1")
         locked.append(events)
 

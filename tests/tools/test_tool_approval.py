@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState
+from runtime.services import claims, lifecycle, sweeper
 from tests.devices import register_device
 from tools import services
 from tools.definitions import EVERYWHERE, MAIN_CHAT_ONLY
@@ -63,14 +63,14 @@ def parked_call(api, text='/tool save_note {"text": "buy milk"}', *, device_id=N
         body["deviceId"] = device_id
     receipt = api.post("/api/v1/conversation/messages", body, format="json").json()
     run = Run.objects.get(submission_id=receipt["submissionId"])
-    lease = runtime_services.claim_run(run.id, "worker-a")
-    with runtime_services.fenced(lease) as locked:
+    lease = claims.claim_run(run.id, "worker-a")
+    with claims.fenced(lease) as locked:
         call, events = services.record_call(
             locked, call_id="call_1", name=name, arguments=arguments or {"text": "buy milk"}
         )
         locked.append(events)
         assert call.state == ToolCallState.AWAITING_APPROVAL
-        runtime_services.await_approval(locked)
+        lifecycle.await_approval(locked)
     return call
 
 
@@ -124,7 +124,7 @@ def test_a_call_needing_approval_parks_its_run_without_a_lease(api, save_note_ne
 
     run = Run.objects.get(id=call.run_id)
     assert (run.state, run.lease_owner, run.lease_expires_at) == (RunState.WAITING_APPROVAL, "", None)
-    assert runtime_services.claim_run(run.id, "worker-b") is None
+    assert claims.claim_run(run.id, "worker-b") is None
     approval = ToolApproval.objects.get(tool_call=call)
     assert (approval.status, approval.requested_arguments) == (ApprovalStatus.PENDING, {"text": "buy milk"})
     requested = Event.objects.get(type=EventType.TOOL_APPROVAL_REQUESTED)
@@ -149,7 +149,7 @@ def test_approving_records_one_decision_and_makes_the_run_claimable(api, user, s
     assert ToolApproval.objects.get(tool_call=call).decided_by == user
     run = Run.objects.get(id=call.run_id)
     assert run.state == RunState.QUEUED
-    assert runtime_services.claim_run(run.id, "worker-b") is not None
+    assert claims.claim_run(run.id, "worker-b") is not None
 
 
 def test_denying_settles_the_call_with_the_reason_the_agent_reads(api, save_note_needs_approval):
@@ -279,7 +279,7 @@ def test_the_sweeper_denies_an_approval_past_its_deadline(api, save_note_needs_a
     call = parked_call(api)
     ToolApproval.objects.filter(tool_call=call).update(expires_at=timezone.now() - timedelta(seconds=1))
 
-    assert runtime_services.expire_tool_approvals() == 1
+    assert sweeper.expire_tool_approvals() == 1
 
     approval = ToolApproval.objects.select_related("tool_call__receipt").get(tool_call=call)
     assert (approval.status, approval.outcome) == (ApprovalStatus.DENIED, ApprovalOutcome.TIMED_OUT)
@@ -320,8 +320,8 @@ def test_an_approved_device_call_opens_its_invocation_only_then(api, settings):
 def test_a_call_that_asked_no_approval_has_none_to_answer(api, settings):
     settings.IMPO_TOOL_APPROVAL = {}
     receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
-    lease = runtime_services.claim_run(Run.objects.get(submission_id=receipt["submissionId"]).id, "worker-a")
-    with runtime_services.fenced(lease) as locked:
+    lease = claims.claim_run(Run.objects.get(submission_id=receipt["submissionId"]).id, "worker-a")
+    with claims.fenced(lease) as locked:
         call, events = services.record_call(locked, call_id="call_1", name="save_note", arguments={"text": "hi"})
         locked.append(events)
 

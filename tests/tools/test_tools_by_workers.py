@@ -12,9 +12,9 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
 
-from impo.errors import Conflict
-from runtime import services as runtime_services
+from impo.core.errors import Conflict
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
+from runtime.services import devices
 from tests.devices import claim, device_answers, register_device, report
 from tests.processes import wait_until
 from tests.runs import run_of, settled_run
@@ -288,7 +288,7 @@ def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
     settled_run(submission_id)
 
     with pytest.raises(Conflict) as refused:
-        runtime_services.resolve_uncertain_call(ToolCall.objects.get().id, succeeded=True, note="n/a")
+        devices.resolve_uncertain_call(ToolCall.objects.get().id, succeeded=True, note="n/a")
 
     assert refused.value.code == "not_uncertain"
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.test import RequestFactory
 
-from runtime import web
+from runtime.http import web
 
 pytestmark = pytest.mark.django_db
 

@@ -1,45 +1,33 @@
 import logging
-import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
-from django.db import close_old_connections, connection
 
-from impo import telemetry
+from impo.core import telemetry
+from impo.core.loops import PeriodicLoopCommand
 from rebyte.provider import provider_gateway
-from runtime import reconciliation, services
+from runtime.execution import reconciliation
+from runtime.services import sweeper
 
 logger = logging.getLogger(__name__)
 
 
-class Command(BaseCommand):
+class Command(PeriodicLoopCommand):
     help = (
         "Periodically re-wakes runs whose wake-up was lost or whose lease expired, denies tool approvals past"
         " their deadline, and reconciles intents."
     )
+    loop_name = "sweep"
 
-    def add_arguments(self, parser):
-        parser.add_argument("--interval", type=float, default=settings.IMPO_SWEEP_INTERVAL_SECONDS)
-        parser.add_argument("--once", action="store_true", help="Sweep once and exit.")
+    def default_interval(self) -> float:
+        return settings.IMPO_SWEEP_INTERVAL_SECONDS
 
-    def handle(self, *args, interval: float, once: bool, **options):
+    def handle(self, *args, **options):
         telemetry.configure("impo-sweeper")
-        while True:
-            try:
-                self._sweep()
-            except Exception:
-                # The sweeper is what recovers lost work: a database or broker outage is logged and waited
-                # out, never allowed to end the loop. A broken connection is replaced on the next pass.
-                logger.exception("sweep failed; trying again in %.1f s", interval)
-                connection.close()
-            if once:
-                return
-            time.sleep(interval)
-            close_old_connections()
+        super().handle(*args, **options)
 
-    def _sweep(self) -> None:
-        report = services.sweep_runs()
-        timed_out = services.expire_tool_approvals()
+    def run_pass(self) -> None:
+        report = sweeper.sweep_runs()
+        timed_out = sweeper.expire_tool_approvals()
         settled, resumed = reconciliation.settle_reconciliations(provider_gateway())
         if report.rewoken or report.expired_leases or timed_out or settled or resumed:
             logger.info(

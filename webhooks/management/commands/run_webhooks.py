@@ -1,36 +1,21 @@
 import logging
-import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
-from django.db import close_old_connections, connection
 
+from impo.core.loops import PeriodicLoopCommand
 from webhooks import services
 
 logger = logging.getLogger(__name__)
 
 
-class Command(BaseCommand):
+class Command(PeriodicLoopCommand):
     help = "Turns new run events into webhook deliveries and re-wakes deliveries whose wake-up was lost."
+    loop_name = "webhooks"
 
-    def add_arguments(self, parser):
-        parser.add_argument("--interval", type=float, default=settings.IMPO_WEBHOOK_POLL_SECONDS)
-        parser.add_argument("--once", action="store_true", help="One pass, then exit.")
+    def default_interval(self) -> float:
+        return settings.IMPO_WEBHOOK_POLL_SECONDS
 
-    def handle(self, *args, interval: float, once: bool, **options):
-        while True:
-            try:
-                self._pass()
-            except Exception:
-                # Like the run sweeper: an outage of the database or broker is logged and waited out.
-                logger.exception("webhooks pass failed; trying again in %.1f s", interval)
-                connection.close()
-            if once:
-                return
-            time.sleep(interval)
-            close_old_connections()
-
-    def _pass(self) -> None:
+    def run_pass(self) -> None:
         collected = 0
         while True:  # a backlog (the loop was down) is drained now, a batch per transaction
             batch = services.collect_deliveries()

@@ -1,0 +1,161 @@
+"""Drives one run against the provider, from claim to a terminal state, under a fenced lease.
+
+`runtime.execution` is the one package that knows runtime, tools and rebyte together (DESIGN §1.4, §5;
+shared/REBYTE.md); this module claims a run and drives it through its phases, each a module of its own:
+- `input_phase`: the run's input reaches its conversation's session exactly once;
+- `following`: the live stream and the truth (turn, items, required actions), projected under the lease;
+- `function_calls`: results persisted before they are sent back; approvals park the run.
+Here: a provider that is unavailable gives the run back with capped backoff (never failing it); one that refuses
+fails it (or heals a lost agent or session, `healing`); an unexpected error of ours releases it for another
+attempt.
+"""
+
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from impo.core import telemetry
+from rebyte import bindings
+from rebyte import services as rebyte_services
+from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.models import RemoteSession, RemoteTurn
+from rebyte.provider import provider_gateway
+from runtime import selectors
+from runtime.execution import healing
+from runtime.execution.coalescing import Coalescer
+from runtime.execution.following import Following
+from runtime.execution.function_calls import FunctionCalls
+from runtime.execution.heartbeat import HeldLease, process_heartbeat
+from runtime.execution.input_phase import InputPhase
+from runtime.execution.live_stream import LiveStream
+from runtime.models import Run, RunState
+from runtime.services import claims
+from tools.selectors import catalog_for_run
+
+logger = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def execute_run(run_id, worker_id: str) -> None:
+    claimed = _claim(run_id, worker_id)
+    telemetry.annotate({"impo.run.claimed": claimed is not None, "impo.worker": worker_id})
+    if claimed is None:
+        return
+    lease = claimed.lease
+    with process_heartbeat.held(lease) as heartbeat:
+        driver = RunDriver(claimed, provider_gateway(), heartbeat)
+        try:
+            with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
+                driver.drive()
+        except claims.LeaseLost as exc:
+            logger.warning("stopping: %s", exc)
+        except rebyte_services.CreationRefused as exc:
+            _finish_quietly(lease, RunState.FAILED, ("provider_rejected", str(exc), False))
+        except rebyte_services.AgentGone:
+            healing.start_over(lease, lost=None, reason="agent_not_found")
+        except Refused as exc:
+            if not healing.started_over_if_lost(lease, driver.session, exc, driver.gateway):
+                _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
+        except (Unavailable, UnknownOutcome) as exc:
+            _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
+        except Exception as exc:
+            logger.exception("run %s: unexpected error; released for another attempt", run_id)
+            _release_quietly(lease, f"{type(exc).__name__}: {exc}", provider=False)
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    lease: claims.Lease
+    run: Run
+    remote_turn: RemoteTurn
+    # For a run whose input has not left yet: the tools it is offered (and which of them run on its device), and
+    # its conversation's session if the input may go there (None: a new session is created with the input).
+    tools: list[dict] | None
+    device_tools: list[str] | None
+    session: RemoteSession | None
+
+
+def _claim(run_id, worker_id: str) -> _Claimed | None:
+    """The claim and everything the driver reads before its first provider call, in one transaction."""
+    with transaction.atomic(durable=True):
+        lease = claims.claim(run_id, worker_id)
+        if lease is None:
+            return None
+        run = selectors.run_to_execute(run_id)
+        remote_turn = bindings.remote_turn_of(run)
+        if remote_turn.session_id is not None or run.input_sent_at is not None:
+            return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
+        catalog = catalog_for_run(run)
+        tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
+        session = rebyte_services.usable_session(
+            run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
+        )
+        return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
+
+
+def _finish_quietly(lease, state, error) -> None:
+    try:
+        claims.finish_run(lease, state, error=error)
+    except claims.LeaseLost as exc:
+        logger.warning("could not finish: %s", exc)
+
+
+def _release_quietly(lease, cause: str, *, provider: bool) -> None:
+    try:
+        if provider:
+            delay = claims.release_for_provider(lease, cause=cause)
+            logger.warning("run %s: %s; retrying in %.1f s", lease.run_id, cause, delay)
+        else:
+            claims.release_after_error(lease, cause=cause)
+    except claims.LeaseLost as exc:
+        logger.warning("could not release: %s", exc)
+
+
+class RunDriver(InputPhase, Following, FunctionCalls):
+    """Drives one claimed run: its input, then its turn to the end, answering the function calls it makes."""
+
+    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: HeldLease):
+        self.claimed = claimed
+        self.run = claimed.run
+        self.remote_turn = claimed.remote_turn
+        self.lease = claimed.lease
+        self.gateway = gateway
+        self.heartbeat = heartbeat
+        self.live_text: dict[str, str] = {}
+        self.unprojected = Coalescer()  # the reply read since its last projection
+        # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
+        # its copy of the run, which is the claim's read).
+        self.input_sent = claimed.run.input_sent_at is not None
+        self.provider_failures = claimed.run.provider_failures
+        # Seen on the run row each projection locks: a cancel asked for while deltas stream is relayed at once,
+        # not at the next quiet moment.
+        self.cancel_seen = False
+        # The session the run's input goes (or went) to, once known: the one a 404 may say the provider lost.
+        self.session: RemoteSession | None = None
+
+    def fence(self):
+        return claims.fenced(self.lease)
+
+    def drive(self) -> None:
+        session = self.session = self._session_with_input()
+        if session is None:
+            return  # parked for reconciliation
+        with LiveStream(self.gateway, session.remote_id) as live:
+            self.heartbeat.on_lost(live.wake)
+            sending = not self.input_sent
+            if sending:
+                self._send_input(session, live)
+            else:
+                live.wait_connected()
+            # A stream open since before the message was sent carries its turn from the start: the first deltas
+            # are projected as they come, and the truth is read once the stream ends an item of the reply or the
+            # turn, asks for an action, or falls quiet.
+            self._follow(session, live, read_truth=not (sending and live.open.is_set()))

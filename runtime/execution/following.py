@@ -1,0 +1,216 @@
+"""Following a run's turn: the live stream wakes the driver and carries deltas; the turn, the session's items (by
+item id) and `required_actions` are the truth, read on start, on resume and whenever the stream is quiet.
+
+What one read brings is projected in one fenced transaction (or the process's group commit) with the count of
+characters projected per item, so a successor after a crash projects only the rest (docs/design.md §1.5, §5).
+"""
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.utils import timezone
+
+from rebyte import bindings
+from rebyte import services as rebyte_services
+from rebyte.models import RemoteSession
+from runtime import selectors
+from runtime.execution import run_input
+from runtime.execution.group_commit import group_commit
+from runtime.execution.live_stream import LiveStream
+from runtime.models import RunState
+from runtime.services import lifecycle, projection
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_TURN_STATES = {"completed": RunState.COMPLETED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+# Live events after which the truth is read at once rather than at the next quiet moment. (A new turn is bound
+# from its own `turn.created` event; an item's end is one only if it is not the user's input, see _asks_for_truth.)
+_TRUTH_EVENTS = frozenset(
+    {
+        "agent.session.turn.item.done",
+        "agent.session.turn.completed",
+        "agent.session.turn.failed",
+        "agent.session.turn.cancelled",
+        "agent.session.requires_action",
+        "agent.session.idle",
+        "agent.session.failed",
+        "error",
+    }
+)
+_STREAMING_TURN_STATES = frozenset({"queued", "in_progress"})
+_TURN_END_EVENTS = frozenset(
+    {"agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"}
+)
+
+
+def _asks_for_truth(event) -> bool:
+    if event.type == "agent.session.turn.item.done" and event.item.type == "message":
+        # The user's input recorded as an item of the turn: nothing to project yet.
+        return event.item.role != "user"
+    return event.type in _TRUTH_EVENTS
+
+
+class Following:
+    """The run driver's part that follows its turn to the end (see `driver.RunDriver` for the state it shares)."""
+
+    def _follow(self, session: RemoteSession, live: LiveStream, *, read_truth: bool) -> None:
+        last_resend = time.monotonic()
+        followed = None  # the run's turn as last read, while it streams its reply
+        read_items_only = False
+        while True:
+            self.heartbeat.check()
+            if read_truth:
+                turn = followed if read_items_only else self._find_turn(session)
+                followed = turn if turn is not None and turn.status in _STREAMING_TURN_STATES else None
+                if turn is None:
+                    if self._input_was_a_message(session) and (
+                        time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS
+                    ):
+                        # Its 202 may have been lost before the provider saw it: the same key makes this safe.
+                        self.gateway.send_message(
+                            session.remote_id,
+                            run_input.message_parts(self.run.submission),
+                            idempotency_key=self._input_key,
+                        )
+                        last_resend = time.monotonic()
+                elif self._apply_truth(session, turn):
+                    return
+            events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()))
+            if not events and self.unprojected.pending:  # the window ended, not the stream's activity
+                self._project_pending()
+                read_truth = False
+            else:
+                # A batch that ends the turn is not projected from the stream: the truth read next brings the same
+                # text, in the transaction that ends the run.
+                applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
+                asks = any(_asks_for_truth(event) for event in events)
+                # Deltas of an item whose start this stream did not see cannot be placed (a first message's: its
+                # session began its turn): the items can. The turn is not read again for them while it streams.
+                read_truth = not events or not applied or asks
+                read_items_only = bool(events) and not asks and followed is not None
+            if self.cancel_seen and not self.remote_turn.cancel_sent_at:
+                self._send_cancel(session)
+
+    def _input_was_a_message(self, session: RemoteSession) -> bool:
+        """False when the input went with the session's create: resending it as a message would repeat it."""
+        return session.intent.run_id != self.run.id
+
+    def _find_turn(self, session: RemoteSession):
+        turns = self.gateway.list_turns(session.remote_id)
+        if self.remote_turn.turn_id:
+            return next((t for t in turns if t.id == self.remote_turn.turn_id), None)
+        new = [t for t in turns if self._is_new_turn(t)]
+        if not new:
+            return None
+        if len(new) > 1:
+            logger.error("run %s: %d new turns in %s; taking the first", self.run.id, len(new), session.remote_id)
+        self._bind_turn(new[0].id)
+        return new[0]
+
+    def _is_new_turn(self, turn) -> bool:
+        return turn.id not in self.remote_turn.baseline_turn_ids and not turn.subagent_id
+
+    def _bind_turn(self, turn_id: str) -> None:
+        # Saved with the next projection: a successor that finds it unsaved finds the same turn against the same
+        # baseline, since no other run of the conversation sends input until this one ends.
+        self.remote_turn.turn_id = turn_id
+
+    def _apply_truth(self, session: RemoteSession, turn) -> bool:
+        """Projects what the items hold, answers waiting function calls, ends the run on a terminal turn.
+
+        True once this worker is done with the run: it ended, or it was parked for a call's approval.
+        The turn is read before the items, so the items of a turn seen terminal are complete.
+        """
+        items = self.gateway.list_items(session.remote_id)
+        if self.provider_failures:
+            # The provider answers again: the next outage backs off from the start.
+            with self.fence() as run:
+                self.provider_failures = lifecycle.note_provider_recovered(run)
+        mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
+        messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
+        self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
+        state = TERMINAL_TURN_STATES.get(turn.status)
+        if state is not None:
+            error = None
+            if state == RunState.FAILED:
+                code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
+                error = (code, message, False)
+
+            def finish(run: lifecycle.FencedRun) -> None:
+                if state == RunState.COMPLETED:
+                    rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
+                lifecycle.finish_in_transaction(run, state, error=error)
+
+            self._project_pending(then=finish)
+            return True
+        self._project_pending(at_once=turn.status == "waiting")  # text before a call goes before the call
+        self._relay_cancel(session, turn)
+        if turn.status == "waiting":
+            remote = self.gateway.get_session(session.remote_id)
+            actions = [a for a in remote.required_actions if a.type == "function_call" and a.turn_id == turn.id]
+            return self._answer(session, turn.id, actions)
+        return False
+
+    def _apply_live(self, events: list) -> bool:
+        """Takes the deltas of items seen from their start, projected when due; False if some could not be placed."""
+        placed_all = True
+        for event in events:
+            if event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
+                if self._is_new_turn(event.turn):
+                    self._bind_turn(event.turn.id)
+            elif event.type == "agent.session.turn.item.added" and event.item.type == "message":
+                if event.item.role == "assistant" and event.turn_id == self.remote_turn.turn_id:
+                    self.live_text[event.item.id] = event.item.output_text
+            elif event.type == "agent.session.turn.output_text.delta":
+                if event.item_id in self.live_text:
+                    self.live_text[event.item_id] += event.delta
+                    self.unprojected.take({event.item_id: (self.live_text[event.item_id], False)})
+                else:
+                    placed_all = False
+        self._project_pending()
+        return placed_all
+
+    def _project_pending(self, *, then: Callable[[lifecycle.FencedRun], None] | None = None, at_once=False) -> None:
+        """One fenced transaction for everything read and not yet projected of the items (text, completed), when
+        due (at once for the run's end, `then`, or when asked), with the turn's binding."""
+        texts = self.unprojected.due(at_once=at_once or then is not None)
+        if texts is None:
+            return
+        outputs, progress = [], {}
+        for item_id, (text, done) in texts.items():
+            already = self.remote_turn.projected.get(item_id, 0)
+            completed = done and item_id not in self.remote_turn.completed_items
+            if len(text) > already or completed:
+                outputs.append(
+                    projection.Output(f"text-{item_id}", text[already:], completed_text=text if completed else None)
+                )
+                progress[item_id] = (max(already, len(text)), completed)
+        if then is None:
+            if not outputs:
+                return
+            # With the process's other runs, in its next group commit.
+            noted = (self.remote_turn, self.remote_turn.turn_id, progress) if progress else None
+            run = group_commit.project(self.lease, outputs, progress=noted)
+            self.cancel_seen = run.cancel_requested_at is not None
+        else:
+            with self.fence() as run:
+                self.cancel_seen = run.cancel_requested_at is not None
+                projection.project_output(run, outputs)
+                if progress:
+                    bindings.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
+                then(run)
+        self.unprojected.projected()
+
+    def _relay_cancel(self, session: RemoteSession, turn) -> None:
+        if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
+            return
+        if not selectors.cancel_requested(self.run.id):
+            return
+        self._send_cancel(session)
+
+    def _send_cancel(self, session: RemoteSession) -> None:
+        self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
+        with self.fence():
+            bindings.note_cancel_sent(self.remote_turn)

@@ -1,0 +1,212 @@
+"""ICA v1 REST endpoints of the runtime: thin, validation at the edge, work in services."""
+
+import uuid
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from impo.core.openapi import WRITE_ERRORS, responses
+from impo.core.serializers import StrictSerializer, validated
+from impo.core.views import IcaAPIView
+from runtime import limits, selectors
+from runtime.execution import retries
+from runtime.http.serializers import (
+    ConversationPageQuerySerializer,
+    ConversationPageSerializer,
+    ConversationSettingsOutSerializer,
+    ConversationSettingsSerializer,
+    MessageCommandSerializer,
+    MessageReceiptSerializer,
+    RetryCommandSerializer,
+    SubmissionSerializer,
+    TaskConversationPageSerializer,
+    TaskCreateSerializer,
+    TaskListSerializer,
+    TaskReceiptSerializer,
+)
+from runtime.services import admission, commands
+from tools.selectors import approval_to_wire
+from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
+
+# Commands that start a run are limited per user (429 rate_limited with Retry-After).
+ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
+
+
+def _admitted(request, command: admission.MessageCommand, submit) -> commands.Receipt:
+    """Counts the command against the user's rate, admits it with `submit(active_run_cap=…)`; a replay is refunded."""
+    hit = limits.check_admission(request.user, command.client_message_id)
+    receipt = submit(active_run_cap=limits.active_run_cap())
+    if receipt.replayed and hit is not None:
+        hit.refund_replay_of(receipt.submission_id)
+    return receipt
+
+
+def _message_receipt(receipt: commands.Receipt) -> dict:
+    return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
+
+
+def _settings_of(conversation_id, policy: str) -> dict:
+    return {"conversationId": str(conversation_id), "messagePolicy": policy}
+
+
+def _page_of(conversation, query: dict) -> dict:
+    return selectors.conversation_page(conversation, after_sequence=query["afterSequence"], limit=query["limit"])
+
+
+class MainChatMessagesView(IcaAPIView):
+    @extend_schema(
+        request=MessageCommandSerializer,
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
+    )
+    def post(self, request):
+        command = validated(MessageCommandSerializer, request.data).to_command()
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: commands.submit_main_chat_message(
+                owner=request.user, command=command, active_run_cap=active_run_cap
+            ),
+        )
+        return Response(_message_receipt(receipt), status=202)
+
+
+class MainChatConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer], responses=responses({200: ConversationPageSerializer}, 400)
+    )
+    def get(self, request):
+        conversation = commands.ensure_main_conversation(request.user)
+        return Response(_page_of(conversation, self.query))
+
+    @extend_schema(
+        request=ConversationSettingsSerializer,
+        responses=responses({200: ConversationSettingsOutSerializer}, *WRITE_ERRORS),
+    )
+    def patch(self, request):
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data.get("messagePolicy")
+        conversation = commands.ensure_main_conversation(request.user)
+        if policy is None:
+            return Response(_settings_of(conversation.id, conversation.message_policy))
+        commands.set_message_policy(conversation_id=conversation.id, policy=policy)
+        return Response(_settings_of(conversation.id, policy))
+
+
+class TasksView(IcaAPIView):
+    @extend_schema(responses=responses({200: TaskListSerializer}))
+    def get(self, request):
+        return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
+
+    @extend_schema(
+        request=TaskCreateSerializer, responses=responses({202: TaskReceiptSerializer}, 409, *ADMISSION_ERRORS)
+    )
+    def post(self, request):
+        serializer = validated(TaskCreateSerializer, request.data)
+        command = serializer.to_command()
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: commands.create_task(
+                owner=request.user,
+                command=command,
+                title=serializer.validated_data.get("title"),
+                active_run_cap=active_run_cap,
+            ),
+        )
+        return Response(
+            {
+                "taskId": str(receipt.task_id),
+                "conversationId": str(receipt.conversation_id),
+                **_message_receipt(receipt),
+            },
+            status=202,
+        )
+
+
+class TaskMessagesView(IcaAPIView):
+    @extend_schema(
+        request=MessageCommandSerializer,
+        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
+    )
+    def post(self, request, task_id: uuid.UUID):
+        command = validated(MessageCommandSerializer, request.data).to_command()
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: commands.submit_task_message(
+                owner=request.user, task_id=task_id, command=command, active_run_cap=active_run_cap
+            ),
+        )
+        return Response(_message_receipt(receipt), status=202)
+
+
+class TaskConversationView(IcaAPIView):
+    query_serializer = ConversationPageQuerySerializer
+
+    @extend_schema(
+        parameters=[ConversationPageQuerySerializer],
+        responses=responses({200: TaskConversationPageSerializer}, 400, 404),
+    )
+    def get(self, request, task_id: uuid.UUID):
+        task = selectors.task_for_owner(request.user, task_id)
+        return Response({"taskId": str(task.id), "title": task.title, **_page_of(task.conversation, self.query)})
+
+    @extend_schema(
+        request=ConversationSettingsSerializer,
+        responses=responses({200: ConversationSettingsOutSerializer}, 404, *WRITE_ERRORS),
+    )
+    def patch(self, request, task_id: uuid.UUID):
+        policy = validated(ConversationSettingsSerializer, request.data).validated_data.get("messagePolicy")
+        task = selectors.task_for_owner(request.user, task_id)
+        if policy is None:
+            return Response(_settings_of(task.conversation_id, task.conversation.message_policy))
+        commands.set_message_policy(conversation_id=task.conversation_id, policy=policy)
+        return Response(_settings_of(task.conversation_id, policy))
+
+
+class SubmissionView(IcaAPIView):
+    @extend_schema(responses=responses({200: SubmissionSerializer}, 404))
+    def get(self, request, submission_id: uuid.UUID):
+        submission = selectors.submission_for_owner(request.user, submission_id)
+        return Response(selectors.submission_to_wire(submission))
+
+
+class EmptyBodySerializer(StrictSerializer):
+    """`{}`: the cancel command carries nothing, and anything else is a client mistake."""
+
+
+class SubmissionCancelView(IcaAPIView):
+    @extend_schema(request=EmptyBodySerializer, responses=responses({200: SubmissionSerializer}, 404, *WRITE_ERRORS))
+    def post(self, request, submission_id: uuid.UUID):
+        validated(EmptyBodySerializer, request.data)
+        commands.request_cancel(owner=request.user, submission_id=submission_id)
+        return Response(selectors.submission_to_wire(selectors.submission_for_owner(request.user, submission_id)))
+
+
+class SubmissionRetryView(IcaAPIView):
+    @extend_schema(
+        request=RetryCommandSerializer,
+        responses=responses({202: SubmissionSerializer}, 404, 409, *WRITE_ERRORS),
+        description='The owner\'s "Try again" on a failed reply: the same submission is queued as a new attempt'
+        " (its input sent again under a new provider key), as staff's retry does; the reply's text and error are"
+        " cleared and `submission.accepted` is projected again. 409 `not_retryable` unless the run failed.",
+    )
+    def post(self, request, submission_id: uuid.UUID):
+        client_retry_id = validated(RetryCommandSerializer, request.data).validated_data["clientRetryId"]
+        retries.owner_retry_failed_run(owner=request.user, submission_id=submission_id, client_retry_id=client_retry_id)
+        submission = selectors.submission_for_owner(request.user, submission_id)
+        return Response(selectors.submission_to_wire(submission), status=202)
+
+
+class ToolCallApprovalView(IcaAPIView):
+    """Approve, deny or edit a call waiting for its owner (README "Tool approval"); any device, any time."""
+
+    @extend_schema(
+        request=ToolApprovalAnswerSerializer,
+        responses=responses({200: ToolApprovalSerializer}, 404, 409, 410, *WRITE_ERRORS),
+    )
+    def post(self, request, tool_call_id: uuid.UUID):
+        answer = validated(ToolApprovalAnswerSerializer, request.data).to_answer()
+        approval, replayed = commands.answer_tool_approval(owner=request.user, tool_call_id=tool_call_id, answer=answer)
+        return Response({**approval_to_wire(approval), "replayed": replayed})

@@ -1,0 +1,17 @@
+from django.urls import path
+
+from runtime.http import api
+from runtime.realtime import sse
+
+urlpatterns = [
+    path("conversation/messages", api.MainChatMessagesView.as_view(), name="main-chat-messages"),
+    path("conversation", api.MainChatConversationView.as_view(), name="main-chat-conversation"),
+    path("tasks", api.TasksView.as_view(), name="tasks"),
+    path("tasks/<ica_uuid:task_id>/messages", api.TaskMessagesView.as_view(), name="task-messages"),
+    path("tasks/<ica_uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),
+    path("submissions/<ica_uuid:submission_id>", api.SubmissionView.as_view(), name="submission"),
+    path("submissions/<ica_uuid:submission_id>/cancel", api.SubmissionCancelView.as_view(), name="submission-cancel"),
+    path("submissions/<ica_uuid:submission_id>/retry", api.SubmissionRetryView.as_view(), name="submission-retry"),
+    path("tool-calls/<ica_uuid:tool_call_id>/approval", api.ToolCallApprovalView.as_view(), name="tool-call-approval"),
+    path("submissions/<ica_uuid:submission_id>/stream", sse.submission_stream, name="submission-stream"),
+]

@@ -1,0 +1,98 @@
+"""The web chat: server-rendered shells; the page scripts talk to the same REST + websocket API."""
+
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponseServerError
+from django.shortcuts import render
+from django.template import loader
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from impo.core import errors
+from runtime import selectors
+from runtime.services import commands
+
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO order: 1 = Monday
+
+# Paths whose callers are programs: their errors stay ICA v1 JSON. Everything else is a page for a person.
+_API_PREFIXES = ("/api/", "/health", "/ready", "/ws/")
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith(_API_PREFIXES)
+
+
+@login_required
+@ensure_csrf_cookie
+def main_chat(request):
+    conversation = commands.ensure_main_conversation(request.user)
+    return render(
+        request,
+        "chat/conversation.html",
+        {
+            "title": "Main Chat",
+            "conversation_id": conversation.id,
+            "history_url": "/api/v1/conversation",
+            "send_url": "/api/v1/conversation/messages",
+            "task": None,
+            # The bundled double only echoes: the empty state says so, and how to ask it for a tool.
+            "local_agent": settings.IMPO_RUNTIME == "echo",
+        },
+    )
+
+
+@login_required
+@ensure_csrf_cookie
+def task_list(request):
+    return render(
+        request,
+        "chat/tasks.html",
+        {"tasks": [selectors.task_to_wire(t) for t in selectors.tasks_for_owner(request.user)]},
+    )
+
+
+@login_required
+@ensure_csrf_cookie
+def task_view(request, task_id: uuid.UUID):
+    try:
+        task = selectors.task_for_owner(request.user, task_id)
+    except errors.NotFound as exc:
+        raise Http404("No such task.") from exc
+    return render(
+        request,
+        "chat/conversation.html",
+        {
+            "title": task.title,
+            "conversation_id": task.conversation_id,
+            "history_url": f"/api/v1/tasks/{task.id}/conversation",
+            "send_url": f"/api/v1/tasks/{task.id}/messages",
+            "task": task,
+        },
+    )
+
+
+@login_required
+@ensure_csrf_cookie
+def scheduled_tasks(request):
+    """The list, form and runs are drawn by the page script from /api/v1/scheduled-tasks."""
+    return render(request, "chat/schedules.html", {"weekdays": WEEKDAYS})
+
+
+def page_not_found(request, exception=None):
+    if _is_api(request):
+        return errors.json_not_found(request, exception)
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    if _is_api(request):
+        return errors.json_server_error(request)
+    # No request context: whatever failed (the database, a context processor) must not fail this page too.
+    return HttpResponseServerError(loader.get_template("500.html").render())
+
+
+def bad_request(request, exception=None):
+    if _is_api(request):
+        return errors.json_bad_request(request, exception)
+    return render(request, "400.html", status=400)

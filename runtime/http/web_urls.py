@@ -1,0 +1,18 @@
+from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
+from django.urls import path
+from django.views.generic import RedirectView
+
+from impo.core.login import throttled_login
+from runtime.http import web
+
+urlpatterns = [
+    path("", web.main_chat, name="main-chat"),
+    path("tasks/", web.task_list, name="task-list"),
+    path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
+    path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
+    path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Browsers ask for /favicon.ico on their own (the admin's pages, a JSON response opened in a tab).
+    path("favicon.ico", RedirectView.as_view(url=static("runtime/favicon.svg"), permanent=True)),
+]

@@ -1,0 +1,82 @@
+"""Projection: what a run's provider output becomes in the event log a client reads.
+
+New reply text is appended to the assistant message and projected as `text.delta` / `message.completed` events,
+in order, inside the transaction that fenced every run given (a run's own fenced write or a process's group commit).
+"""
+
+from dataclasses import dataclass
+
+from impo.core.database import prepared_cursor
+from runtime.events import append_events, batched
+from runtime.models import EventType, MessageStatus, Run
+
+
+def project_events(run: Run, events: list[tuple[str, dict]]) -> None:
+    append_events(run.submission.conversation_id, run.submission_id, events)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one read of the provider brought for one part of the reply: new text, and its whole text once done."""
+
+    part_id: str
+    delta: str
+    completed_text: str | None = None
+
+
+def project_output(run: Run, outputs: list[Output]) -> None:
+    """One run's projection, inside its fenced transaction (see `project_outputs`)."""
+    project_outputs([(run, outputs)])
+
+
+def project_outputs(projections: list[tuple[Run, list[Output]]]) -> None:
+    """Appends each run's new text to its assistant message (one statement for all) and projects each delta and
+    completion as its own event, in order (one statement for all); inside the transaction that fenced every run
+    given."""
+    append_to_messages(
+        {
+            run.submission.assistant_message_id: "".join(output.delta for output in outputs)
+            for run, outputs in projections
+        }
+    )
+    with batched():
+        for run, outputs in projections:
+            project_events(run, output_events(run.submission.assistant_message_id, outputs))
+
+
+# Each assistant message's new text appended in one statement, for one run's projection or for a process's group.
+_APPEND_TO_MESSAGES_SQL = """
+UPDATE runtime_message message
+SET text = message.text || appended.text, status = %(streaming)s::varchar, updated_at = now()
+FROM unnest(%(ids)s::uuid[], %(texts)s::text[]) AS appended(id, text)
+WHERE message.id = appended.id
+"""
+
+
+def append_to_messages(appended: dict) -> None:
+    """{assistant message id: text to append}; a message given no text is left as it is."""
+    appended = {message_id: text for message_id, text in appended.items() if text}
+    if not appended:
+        return
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _APPEND_TO_MESSAGES_SQL,
+            {"streaming": MessageStatus.STREAMING.value, "ids": list(appended), "texts": list(appended.values())},
+        )
+
+
+def output_events(message_id, outputs: list[Output]) -> list[tuple[str, dict]]:
+    events = []
+    for output in outputs:
+        if output.delta:
+            events.append(
+                (EventType.TEXT_DELTA, {"messageId": str(message_id), "partId": output.part_id, "delta": output.delta})
+            )
+        if output.completed_text is not None:
+            events.append(
+                (
+                    EventType.MESSAGE_COMPLETED,
+                    {"messageId": str(message_id), "partId": output.part_id, "text": output.completed_text},
+                )
+            )
+    return events

@@ -1,6 +1,6 @@
 """Drives one run against the provider, from claim to a terminal state, under a fenced lease.
 
-The one module that knows runtime, tools and rebyte together (DESIGN §1.4, §5; shared/REBYTE.md):
+The one module that knows runtime, tools and rebyte together (docs/design.md §1.4, §5; docs/provider.md):
 - the run's input reaches its conversation's session once: as the first input of a new session (through a
   creation intent) or as one `input.message` event keyed `impo-run-<run id>`, sent only while no turn of
   the session is active, after the session's turns were recorded as the baseline its turn is new against;

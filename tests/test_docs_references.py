@@ -1,7 +1,7 @@
 """Every reference the code and the docs make to the docs resolves inside the repository: a `docs/…` path names a
 file that exists, a `§N` or `§N.M` names a section heading of the document it cites (docs/design.md when the
-citation is bare inside that document), a quoted heading after a docs path (`docs/api.md "Webhooks"`) is a heading of
-that page, and a Markdown link reaches an existing file and anchor. Read as text: no process, no database."""
+citation is bare inside that document), a quoted heading after a docs path or the README (`docs/api.md "Webhooks"`) is a
+heading of that page, and a Markdown link reaches an existing file and anchor. Read as text: no process, no database."""
 
 import os
 import re
@@ -19,7 +19,7 @@ CITED_DOCUMENT = re.compile(r"((?:\.\./)?(?:docs/)?[\w-]+\.md)((?:[\s\]\)`\"',;]
 # A § in a link's text cites the document the link reaches: `[§2](design.md#s2)`.
 LINKED_DOCUMENT = re.compile(r"^[^\[\]]*\]\(([^)#\s]+\.md)")
 EXTERNAL_SECTION = re.compile(r"RFC\s?\d+\s*$")
-QUOTED_HEADING = re.compile(r"(docs/[\w./-]*\.md)\s+[\"']([^\"']+)[\"']")
+QUOTED_HEADING = re.compile(r"(docs/[\w./-]*\.md|README(?:\.md)?)\s+[\"']([^\"']+)[\"']")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 EXPLICIT_ANCHOR = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
@@ -86,7 +86,7 @@ def dangling_references(source: Path, text: str) -> list[str]:
             elif match.group(1) not in _sections(document):
                 problems.append(f"{where}:{number}: {document.relative_to(ROOT)} has no section {match.group()}")
         for match in QUOTED_HEADING.finditer(line):
-            document = ROOT / match.group(1)
+            document = ROOT / ("README.md" if match.group(1).startswith("README") else match.group(1))
             if document.is_file() and match.group(2) not in _headings(document):
                 problems.append(f"{where}:{number}: {match.group(1)} has no heading {match.group(2)!r}")
         if source.suffix != ".md":
@@ -123,6 +123,7 @@ def test_a_dangling_reference_is_reported():
             "# see docs/nowhere.md",
             "# the rule of DESIGN §4",
             '# limits (docs/operations.md "No such heading")',
+            '# as README "Security" said',
             "# RFC 4291 §2.5.5.1 is another document's section",
         ]
     )
@@ -131,6 +132,7 @@ def test_a_dangling_reference_is_reported():
         "runtime/example.py:2: docs/nowhere.md does not exist",
         "runtime/example.py:3: §4 names no document",
         "runtime/example.py:4: docs/operations.md has no heading 'No such heading'",
+        "runtime/example.py:5: README has no heading 'Security'",
     ]
 
 

@@ -262,7 +262,7 @@ else:
 TEMPORAL_ADDRESS = env("TEMPORAL_ADDRESS", default="127.0.0.1:7233")
 TEMPORAL_NAMESPACE = env("TEMPORAL_NAMESPACE", default="default")
 TEMPORAL_TASK_QUEUE = env("TEMPORAL_TASK_QUEUE", default="impo-scheduling")
-# Scheduling (DESIGN §7): how often the Temporal worker re-signals plans whose workflow missed a change,
+# Scheduling (docs/design.md §7): how often the Temporal worker re-signals plans whose workflow missed a change,
 # and how long an API request waits on Temporal after its commit before leaving that to discovery.
 IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS = env.float("IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS", default=30.0)
 IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS = env.float("IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS", default=2.0)
@@ -289,19 +289,19 @@ IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5
 IMPO_REWAKE_AFTER_SECONDS = env.float("IMPO_REWAKE_AFTER_SECONDS", default=15.0)
 # How long a device has to claim and answer a device tool call before its outcome counts as uncertain.
 IMPO_DEVICE_TOOL_TIMEOUT_SECONDS = env.float("IMPO_DEVICE_TOOL_TIMEOUT_SECONDS", default=60.0)
-# Tool approval (README "Tool approval"): how long a call waits for its owner's answer before it is denied
+# Tool approval (docs/api.md "Tool approval"): how long a call waits for its owner's answer before it is denied
 # (`approval_timeout`), and per-tool overrides of the definitions' policies, e.g. `save_note=always,play_sound=never`.
 IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS = env.float("IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS", default=15 * 60.0)
 IMPO_TOOL_APPROVAL = env.dict("IMPO_TOOL_APPROVAL", default={})
 if set(IMPO_TOOL_APPROVAL.values()) - {"never", "always"}:
     raise ImproperlyConfigured("IMPO_TOOL_APPROVAL maps tool names to 'never' or 'always'")
 
-# Main Chat session rotation (DESIGN §3).
+# Main Chat session rotation (docs/design.md §3).
 IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)
 IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)
 IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=12_000)
 
-# Provider recovery (DESIGN §1.4, §5): how long a listing may lag behind a create before "absent" is
+# Provider recovery (docs/design.md §1.4, §5): how long a listing may lag behind a create before "absent" is
 # believed; the backoff cap while the provider is unavailable; how often a followed turn is re-read
 # while its live stream is quiet; how long a sent input may take to show up as a turn before it is resent.
 IMPO_REBYTE_LISTING_GRACE_SECONDS = env.float("IMPO_REBYTE_LISTING_GRACE_SECONDS", default=10.0)
@@ -317,7 +317,7 @@ REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", defau
 IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
 IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
 
-# Per-user limits (README "Security"), counted in Redis and shared by every web process. Admission, streams
+# Per-user limits (docs/operations.md "Security"), counted in Redis and shared by every web process. Admission, streams
 # and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);
 # login fails closed.
 IMPO_LIMIT_ADMISSIONS_PER_MINUTE = env.int("IMPO_LIMIT_ADMISSIONS_PER_MINUTE", default=30)
@@ -327,7 +327,7 @@ IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
 IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
 IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)
 
-# Webhooks (README "Webhooks"): how long one attempt may take, the capped exponential backoff (with jitter)
+# Webhooks (docs/api.md "Webhooks"): how long one attempt may take, the capped exponential backoff (with jitter)
 # between attempts, and when a delivery is given up as failed (whichever of attempts or age comes first).
 IMPO_WEBHOOK_TIMEOUT_SECONDS = env.float("IMPO_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 IMPO_WEBHOOK_BACKOFF_BASE_SECONDS = env.float("IMPO_WEBHOOK_BACKOFF_BASE_SECONDS", default=5.0)
@@ -348,7 +348,7 @@ for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
         ipaddress.ip_network(_network)
     except ValueError as exc:
         raise ImproperlyConfigured(f"IMPO_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
-# `/metrics` (README "Traces and metrics"): a bearer token for the scraper (staff may always read it), and the
-# window over which claim latency is summarised.
+# `/metrics` (docs/operations.md "Traces and metrics"): a bearer token for the scraper (staff may always read it),
+# and the window over which claim latency is summarised.
 IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")
 IMPO_METRICS_WINDOW_SECONDS = env.float("IMPO_METRICS_WINDOW_SECONDS", default=300.0)

@@ -4,7 +4,7 @@
 One process has one event loop and one thread for database calls; several processes on one listening socket
 let the kernel spread connections over the cores. Nothing a request or a socket needs lives only in its
 process (limits, subscribers and the live push are in Redis, everything else in PostgreSQL), so any process
-may serve any client. Settings come from the environment (README "Configuration").
+may serve any client. Settings come from the environment (docs/operations.md "Configuration").
 """
 
 import os
@@ -35,7 +35,8 @@ class ImpoUvicornWorker(UvicornWorker):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # uvicorn logs every socket's path with its query string, where a native app's token is (README "Security").
+        # uvicorn logs every socket's path with its query string, where a native app's token is
+        # (docs/operations.md "Security").
         install_on_web_server_loggers()
 
 

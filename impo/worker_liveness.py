@@ -10,7 +10,8 @@ from functools import cache
 import redis
 from django.conf import settings
 
-# `/ready` notices a dead worker within the TTL (README "Health"); a live one may miss two beats before it lapses.
+# `/ready` notices a dead worker within the TTL (docs/operations.md "Health and readiness"); a live one may miss two
+# beats before it lapses.
 HEARTBEAT_INTERVAL_SECONDS = 3.0
 HEARTBEAT_TTL_SECONDS = 9.0
 

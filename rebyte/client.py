@@ -1,4 +1,4 @@
-"""A thin adapter over the official `openai` SDK's Agents API, pointed at Rebyte (shared/REBYTE.md).
+"""A thin adapter over the official `openai` SDK's Agents API, pointed at Rebyte (docs/provider.md).
 
 It exposes only what Impo needs and sorts every failure into one of three kinds, which is all the
 callers decide on:

@@ -1,4 +1,4 @@
-"""What the agent is told besides its user's words: who it is, and when and where its user is (DESIGN §3).
+"""What the agent is told besides its user's words: who it is, and when and where its user is (docs/design.md §3).
 
 As the original does, a new session's instructions carry the time zone and the date of the message that opens it
 and the device tools its turns may use; every later message of the session starts with one short line giving its

@@ -59,7 +59,7 @@ class CreationIntent(models.Model):
                 condition=~Q(state="created") | ~Q(remote_id=""), name="rebyte_created_intent_has_remote_id"
             ),
             # One agent create in flight per owner: concurrent runs share it instead of racing. One in doubt
-            # (pending reconciliation) does not count: the next run creates another deliberately (DESIGN §1.4).
+            # (pending reconciliation) does not count: the next run creates another deliberately (docs/design.md §1.4).
             models.UniqueConstraint(
                 fields=["owner"], condition=Q(kind="agent", state="intended"), name="rebyte_one_intended_agent_intent"
             ),

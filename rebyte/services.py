@@ -1,4 +1,4 @@
-"""Remote agents and sessions, each created at most once, and the runs' bindings to them (shared/REBYTE.md).
+"""Remote agents and sessions, each created at most once, and the runs' bindings to them (docs/provider.md).
 
 A creation intent is committed before the remote create; the create carries the intent's metadata.
 Creates are not idempotent upstream, so after a lost answer the provider's list is read to its end
@@ -53,7 +53,7 @@ class CreationRefused(Exception):
 class AgentGone(Exception):
     """A session create answered 404 and reading the owner's agent answered 404 too: the provider lost the agent.
 
-    Not a doubt but an answer (DESIGN §5): the agent is marked gone, and the next `ensure_saved_agent` creates a
+    Not a doubt but an answer (docs/design.md §5): the agent is marked gone, and the next `ensure_saved_agent` creates a
     new one deliberately."""
 
 

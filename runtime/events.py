@@ -1,4 +1,4 @@
-"""The event log: every event a client sees, with a gapless `seq` per conversation (DESIGN §1.5).
+"""The event log: every event a client sees, with a gapless `seq` per conversation (docs/design.md §1.5).
 
 Every app that projects something (runtime's runs, tools' calls and device invocations) appends through
 here, inside its own transaction; the push to live subscribers goes out only after that commits.

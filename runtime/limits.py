@@ -1,4 +1,4 @@
-"""Per-user limits at the runtime's doors: admission, SSE streams and websockets (README "Security").
+"""Per-user limits at the runtime's doors: admission, SSE streams and websockets (docs/operations.md "Security").
 
 Each user has a budget of their own, so one user's flood is refused at admission and never queues ahead of
 another user's messages. Redis being down fails these checks open, logged: the active-run cap is counted in

@@ -14,7 +14,7 @@ class ConversationKind(models.TextChoices):
 
 
 class MessagePolicy(models.TextChoices):
-    """What a new message does while a run of its conversation is unfinished (README "Messages during a reply")."""
+    """What a new message does while a run of its conversation is unfinished (docs/api.md "Messages during a reply")."""
 
     QUEUE = "queue"  # runs after the unfinished runs, in message order
     INTERRUPT = "interrupt"  # cancels the unfinished runs through the normal cancel path, then runs
@@ -144,7 +144,7 @@ ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
 # Runs that keep the later runs of their conversation waiting (one writer per conversation), and that a message's
 # `reject` / `interrupt` policy answers about. The claim rule, the policy admission and the lock of a
 # conversation's unfinished runs all read this one set. A run parked pending reconciliation is active but holds
-# nothing (DESIGN §1.4): the next message goes to a new session, and only its owner's cancel (or staff) ends it.
+# nothing (docs/design.md §1.4): the next message goes to a new session, and only its owner's cancel (or staff) ends it.
 UNFINISHED_RUN_STATES = frozenset(ACTIVE_RUN_STATES - {RunState.PENDING_RECONCILIATION})
 # Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
 # pending_reconciliation waits on staff, not the user.

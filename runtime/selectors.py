@@ -269,7 +269,7 @@ CARRY_TOTAL_CHARACTERS = 3000
 
 
 def carry_of(conversation_id, before_sequence: int) -> str:
-    """The last completed turns before a message, for a new session to keep the thread (DESIGN §3)."""
+    """The last completed turns before a message, for a new session to keep the thread (docs/design.md §3)."""
     submissions = (
         Submission.objects.filter(
             conversation_id=conversation_id,

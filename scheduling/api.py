@@ -1,4 +1,4 @@
-"""ICA v1 REST endpoints for scheduled tasks (DESIGN §7): thin, validation at the edge, work in services."""
+"""ICA v1 REST endpoints for scheduled tasks (docs/design.md §7): thin, validation at the edge, work in services."""
 
 import uuid
 

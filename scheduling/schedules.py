@@ -1,4 +1,4 @@
-"""The scheduling core: validating a plan's `schedule` object and computing its fire times (DESIGN.md §7).
+"""The scheduling core: validating a plan's `schedule` object and computing its fire times (docs/design.md §7).
 
 Everything here is a pure function of its arguments — no clock reads, no database, no Django — so the Temporal
 workflow can call it deterministically and the API can validate with the same rules. The one outside input is

@@ -1,4 +1,4 @@
-"""Boundary validation for scheduled-task commands (DESIGN §7); schedule rules live in schedules.py."""
+"""Boundary validation for scheduled-task commands (docs/design.md §7); schedule rules live in schedules.py."""
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field

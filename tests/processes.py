@@ -214,7 +214,7 @@ class Stack:
             "IMPO_WEBHOOK_TIMEOUT_SECONDS": "3",
             "IMPO_WEBHOOK_REWAKE_AFTER_SECONDS": "2",
             # The webhook tests' receivers listen on loopback over plain http: allowed explicitly, as a deployment
-            # with a receiver on its own machine would (README "Webhooks").
+            # with a receiver on its own machine would (docs/operations.md "Security").
             "IMPO_WEBHOOK_ALLOW_HTTP": "true",
             "IMPO_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32",
             # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.

@@ -1,5 +1,5 @@
-"""The device bridge's changes to devices and their invocations (ICA v1, DESIGN §4), inside a transaction in which
-the caller (runtime) holds the invocation's run locked; like `tools.services`, each returns the events it wants
+"""The device bridge's changes to devices and their invocations (ICA v1, docs/design.md §4), inside a transaction in
+which the caller (runtime) holds the invocation's run locked; like `tools.services`, each returns the events it wants
 appended instead of writing the event log.
 """
 

@@ -2,7 +2,7 @@
 
 A tool is offered to an execution context only if its definition names that context. Independently of
 what a definition declares, Tasks never see foreground device tools nor tools that create Tasks
-(DESIGN §3): the registry refuses such a definition outright.
+(docs/design.md §3): the registry refuses such a definition outright.
 """
 
 from collections.abc import Callable, Iterable

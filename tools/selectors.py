@@ -100,7 +100,7 @@ def approval_to_wire(approval: ToolApproval) -> dict:
     }
 
 
-# The client's words for a call's execution state: the same as the `tool.*` events' (DESIGN §4).
+# The client's words for a call's execution state: the same as the `tool.*` events' (docs/design.md §4).
 _WIRE_TOOL_STATE = {
     ToolCallState.REQUESTED: "requested",
     ToolCallState.AWAITING_APPROVAL: "awaiting_approval",

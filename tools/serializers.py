@@ -1,4 +1,4 @@
-"""Boundary validation for the device bridge (DESIGN §4)."""
+"""Boundary validation for the device bridge (docs/design.md §4)."""
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers

@@ -250,7 +250,7 @@ def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Eve
     return end_invocation(run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled.")
 
 
-# --- approval: a person's answer gates the dispatch (README "Tool approval") --------------------------
+# --- approval: a person's answer gates the dispatch (docs/api.md "Tool approval") --------------------------
 
 
 @dataclass(frozen=True)

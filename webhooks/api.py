@@ -22,7 +22,7 @@ from webhooks.serializers import (
 
 TARGET_REFUSAL = {
     400: "webhook_target_forbidden: the URL is plain http where https is required, or its host resolves to a"
-    " loopback, private, link-local, multicast, reserved or unspecified address (README 'Webhooks')."
+    " loopback, private, link-local, multicast, reserved or unspecified address (docs/design.md §9)."
 }
 
 _endpoint_id = extend_schema(parameters=[OpenApiParameter("endpoint_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])

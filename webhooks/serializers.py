@@ -71,7 +71,7 @@ class EndpointSerializer(serializers.Serializer):
 
 class CreatedEndpointSerializer(EndpointSerializer):
     secret = serializers.CharField(
-        help_text="Signs every delivery (README 'Webhooks'). Shown only in this response: keep it."
+        help_text="Signs every delivery (docs/api.md 'Webhooks'). Shown only in this response: keep it."
     )
 
 

@@ -129,7 +129,7 @@ def _delivery(endpoint: WebhookEndpoint, event: Event, now) -> WebhookDelivery:
 
 
 def _payload(delivery_id: uuid.UUID, event: Event) -> dict:
-    """The body (README "Webhooks"): what happened to which run, as the event recorded it."""
+    """The body (docs/api.md "Webhooks"): what happened to which run, as the event recorded it."""
     submission = event.submission
     run = getattr(submission, "run", None) if submission else None
     task = getattr(event.conversation, "task", None)

@@ -1,4 +1,4 @@
-"""How a delivery is signed: HMAC-SHA256 over `<timestamp>.<body>` with the endpoint's secret (README "Webhooks").
+"""How a delivery is signed: HMAC-SHA256 over `<timestamp>.<body>` with the endpoint's secret (docs/api.md "Webhooks").
 
 The timestamp is signed too, so a receiver that refuses old timestamps cannot be fed a replayed request.
 """

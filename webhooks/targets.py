@@ -1,4 +1,4 @@
-"""Where a webhook may be sent (DESIGN §9): never to this machine or the networks behind it.
+"""Where a webhook may be sent (docs/design.md §9): never to this machine or the networks behind it.
 
 A target URL is a user's input aimed at our own network: `http://127.0.0.1:5432/`, `http://169.254.169.254/`,
 `http://localhost/` or a name whose DNS answer says 10.0.0.1 are all ways to reach what only the server can.

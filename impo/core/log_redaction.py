@@ -1,7 +1,7 @@
 """No credential reaches a log: API tokens in a query string (`?token=`, how a websocket carries one) and
 `Authorization` values are replaced by `[redacted]` in every record of the web server's and Django's loggers.
 
-Sockets keep their token in the URL (the native apps' contract, README "Security"), and uvicorn writes each
+Sockets keep their token in the URL (the native apps' contract, docs/operations.md "Security"), and uvicorn writes each
 socket's path with its query string to its log; the web server adds `SecretRedaction` to those loggers and
 Django's console handler carries it for everything else.
 """

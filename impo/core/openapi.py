@@ -73,7 +73,8 @@ WRITE_ERRORS = (400, 413, 415, 503)
 
 class ImpoAutoSchema(AutoSchema):
     def _get_request_body(self, direction="request"):
-        # DESIGN §7's DELETE carries `{revision}` in its body; drf-spectacular only documents POST/PUT/PATCH bodies.
+        # docs/design.md §7's DELETE carries `{revision}` in its body; drf-spectacular only documents POST/PUT/PATCH
+        # bodies.
         if self.method == "DELETE" and (serializer := self.get_request_serializer()) is not None:
             component = self.resolve_serializer(serializer, direction)
             return {"content": {"application/json": {"schema": component.ref}}, "required": True}

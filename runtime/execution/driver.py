@@ -1,7 +1,7 @@
 """Drives one run against the provider, from claim to a terminal state, under a fenced lease.
 
-`runtime.execution` is the one package that knows runtime, tools and rebyte together (DESIGN §1.4, §5;
-shared/REBYTE.md); this module claims a run and drives it through its phases, each a module of its own:
+`runtime.execution` is the one package that knows runtime, tools and rebyte together (docs/design.md §1.4, §5;
+docs/provider.md); this module claims a run and drives it through its phases, each a module of its own:
 - `input_phase`: the run's input reaches its conversation's session exactly once;
 - `following`: the live stream and the truth (turn, items, required actions), projected under the lease;
 - `function_calls`: results persisted before they are sent back; approvals park the run.

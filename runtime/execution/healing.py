@@ -1,4 +1,4 @@
-"""A provider that lost what Impo holds (DESIGN §5): a 404 for an agent or a session is an answer, not a doubt.
+"""A provider that lost what Impo holds (docs/design.md §5): a 404 for an agent or a session is an answer, not a doubt.
 
 Confirmed by reading the resource itself (a 404 to an input event may name a turn), the binding is marked gone and
 the run is given back at once with its input to go again: its next claim finds no usable session and creates one

@@ -1,5 +1,5 @@
-"""What a run's input says to the provider (DESIGN §3), built from its submission alone, so that an input rebuilt
-after a crash, or resent under the run's key, is the same:
+"""What a run's input says to the provider (docs/design.md §3), built from its submission alone, so that an input
+rebuilt after a crash, or resent under the run's key, is the same:
 - a new session's first input: the carry of the conversation's last completed turns, then the user's words; its
   instructions say when and where the message was written and which device tools its turns may use;
 - a later message of a session: one line with its own date and zone, then the user's words.

@@ -200,7 +200,7 @@ class SubmissionRetryView(IcaAPIView):
 
 
 class ToolCallApprovalView(IcaAPIView):
-    """Approve, deny or edit a call waiting for its owner (README "Tool approval"); any device, any time."""
+    """Approve, deny or edit a call waiting for its owner (docs/api.md "Tool approval"); any device, any time."""
 
     @extend_schema(
         request=ToolApprovalAnswerSerializer,

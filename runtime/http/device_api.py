@@ -1,4 +1,4 @@
-"""ICA v1 device bridge (DESIGN §4): thin views, validation at the edge, work in services.
+"""ICA v1 device bridge (docs/design.md §4): thin views, validation at the edge, work in services.
 
 In runtime, not tools: each write locks the invocation's run and projects events (`runtime.services.devices`).
 """

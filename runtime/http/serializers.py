@@ -1,4 +1,4 @@
-"""Boundary validation for runtime commands (ICA v1 §2 input rules)."""
+"""Boundary validation for runtime commands (ICA v1, docs/design.md §2 input rules)."""
 
 from datetime import datetime
 
@@ -38,7 +38,7 @@ class OffsetTimestampField(CleanTextField):
 
 
 class ClientContextSerializer(StrictSerializer):
-    """Both fields are required when the context is sent (DESIGN §2)."""
+    """Both fields are required when the context is sent (docs/design.md §2)."""
 
     timeZone = serializers.ChoiceField(
         choices=sorted(iana_time_zone_names()),
@@ -79,7 +79,7 @@ class TaskCreateSerializer(MessageCommandSerializer):
 
     text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
-    # Tasks never run device tools, so a new task names no device (DESIGN §2): the field is unknown here.
+    # Tasks never run device tools, so a new task names no device (docs/design.md §2): the field is unknown here.
     deviceId = None
     messagePolicy = serializers.ChoiceField(
         choices=MessagePolicy.choices,

@@ -1,4 +1,4 @@
-"""The device bridge's writes (ICA v1, DESIGN §4) and staff's findings on uncertain tool calls.
+"""The device bridge's writes (ICA v1, docs/design.md §4) and staff's findings on uncertain tool calls.
 
 Each is one durable transaction that locks the call's run first (`runtime.locks`), then lets `tools.services`
 change the call or invocation, and appends the events it returns: tools never write the event log themselves.

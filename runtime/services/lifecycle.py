@@ -47,7 +47,7 @@ def locked_run(run: "Run | FencedRun") -> Run:
 
 
 def provider_backoff_seconds(failures: int) -> float:
-    """0.5 s, doubling per consecutive provider failure, capped (DESIGN §1.4)."""
+    """0.5 s, doubling per consecutive provider failure, capped (docs/design.md §1.4)."""
     return min(settings.IMPO_PROVIDER_BACKOFF_CAP_SECONDS, 0.5 * 2 ** max(0, failures - 1))
 
 

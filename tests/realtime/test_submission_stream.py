@@ -182,7 +182,9 @@ def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(stack, w
 
 
 def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(stack, web, api, user):
-    assert shutil.which("node"), "node is part of the machine image (README); without it this test cannot run"
+    assert shutil.which("node"), (
+        "node is part of the machine image (docs/testing.md 'What the machine needs'); without it this test cannot run"
+    )
     stack.start_worker()
     receipt = post_message(api, "parse me with the real SDK")
     completed(receipt["submissionId"])

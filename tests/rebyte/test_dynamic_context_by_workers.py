@@ -1,4 +1,5 @@
-"""The agent learns when and where its user is (DESIGN §3, "Dynamic context"), seen in what the double received."""
+"""The agent learns when and where its user is (docs/design.md §3, "Dynamic context"), seen in what the double
+received."""
 
 import json
 import uuid

@@ -1,5 +1,5 @@
 """A provider that answers 404 for an agent or a session Impo holds has lost it: the run goes on in a new one
-(DESIGN §5). Only a definite "not found" heals; a 503 or a lost answer stays on the reconciliation path."""
+(docs/design.md §5). Only a definite "not found" heals; a 503 or a lost answer stays on the reconciliation path."""
 
 import pytest
 from django.test import Client

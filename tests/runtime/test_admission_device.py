@@ -1,4 +1,4 @@
-"""A message's `deviceId` must name one of the caller's own devices (DESIGN §2), checked at admission."""
+"""A message's `deviceId` must name one of the caller's own devices (docs/design.md §2), checked at admission."""
 
 import uuid
 

@@ -1,5 +1,5 @@
 """A message sent while a reply is unfinished: `queue` (default), `interrupt` or `reject`, per conversation or per
-message (README "Messages during a reply")."""
+message (docs/api.md "Messages during a reply")."""
 
 import pytest
 

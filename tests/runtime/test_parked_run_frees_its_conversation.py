@@ -1,4 +1,4 @@
-"""A run parked `pending_reconciliation` does not hold its conversation (DESIGN §1.4, §5): the next message goes
+"""A run parked `pending_reconciliation` does not hold its conversation (docs/design.md §1.4, §5): the next message goes
 to a new session at once, the owner's cancel ends the parked run for the owner, and staff still settle its intent."""
 
 import time

@@ -1,4 +1,4 @@
-"""Plans timed by a real Temporal dev server and `manage.py temporal_worker` (DESIGN §7)."""
+"""Plans timed by a real Temporal dev server and `manage.py temporal_worker` (docs/design.md §7)."""
 
 import asyncio
 import uuid

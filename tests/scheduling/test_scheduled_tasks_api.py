@@ -1,4 +1,5 @@
-"""The scheduled-tasks REST API (DESIGN §7): validation, idempotency, revisions, ownership, tombstones, history."""
+"""The scheduled-tasks REST API (docs/design.md §7): validation, idempotency, revisions, ownership, tombstones,
+history."""
 
 import uuid
 from datetime import UTC, datetime, timedelta

@@ -1,5 +1,5 @@
 """No API token reaches a log: the web server logs each socket's path with its query string (where native apps
-carry their token) and, when its access log is on, each request's; both are redacted (README "Security")."""
+carry their token) and, when its access log is on, each request's; both are redacted (docs/operations.md "Security")."""
 
 import httpx
 import pytest

@@ -1,4 +1,4 @@
-"""The ICA v1 device bridge (DESIGN §4): registration, pending invocations, claims and results."""
+"""The ICA v1 device bridge (docs/design.md §4): registration, pending invocations, claims and results."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""Tool approval (README "Tool approval"): the policy, and the answer endpoint against a parked run.
+"""Tool approval (docs/api.md "Tool approval"): the policy, and the answer endpoint against a parked run.
 
 The run is parked the way its worker parks it (a fenced record of the call, then `await_approval`); the
 worker-driven path, with real processes, is in test_tool_approval_by_workers.

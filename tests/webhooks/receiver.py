@@ -21,7 +21,7 @@ class Received:
         return json.loads(self.body)
 
     def signed_by(self, secret: str) -> bool:
-        """The check README tells receivers to make, written here independently of the sender's code."""
+        """The check docs/api.md "Webhooks" tells receivers to make, written here independently of the sender's code."""
         timestamp = self.headers["Impo-Webhook-Timestamp"]
         expected = hmac.new(secret.encode(), timestamp.encode() + b"." + self.body, hashlib.sha256).hexdigest()
         return hmac.compare_digest(self.headers["Impo-Webhook-Signature"], f"v1={expected}")

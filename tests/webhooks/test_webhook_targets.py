@@ -1,4 +1,4 @@
-"""Webhook targets are never this machine or the networks behind it (DESIGN §9): refused at creation, checked
+"""Webhook targets are never this machine or the networks behind it (docs/design.md §9): refused at creation, checked
 again at send time against the address actually connected to, redirects not followed, and errors that tell
 nothing about which ports are open."""
 

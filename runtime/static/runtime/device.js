@@ -1,4 +1,4 @@
-// The web chat page as a device (DESIGN §4): it registers with a stable installation id, claims the
+// The web chat page as a device (docs/design.md §4): it registers with a stable installation id, claims the
 // invocations addressed to it and runs their handlers. Only a claim authorises execution, and each
 // result is saved locally *before* it is posted, so a reload, a replayed stream or a lost response
 // re-posts the saved result instead of playing the sound again. Tabs and windows of one browser share

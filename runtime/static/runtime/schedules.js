@@ -1,4 +1,4 @@
-// The Scheduled tasks page: a client of /api/v1/scheduled-tasks (DESIGN §7) and nothing else. Every
+// The Scheduled tasks page: a client of /api/v1/scheduled-tasks (docs/design.md §7) and nothing else. Every
 // change sends the plan's current revision, so an edit made elsewhere in the meantime is refused (409)
 // instead of overwritten; the page then reloads the list.
 (function () {

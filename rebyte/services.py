@@ -14,12 +14,13 @@ import time
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from impo import telemetry
 from impo.database import release_connection
+from rebyte import locks
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
@@ -74,8 +75,7 @@ def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
         # One run at a time opens the owner's agent create, and it looks for a create in flight before the agent
         # again: one adopted since the read above (its intent no longer in flight) committed with its adoption, so
         # this read of the agent sees it. Otherwise two runs could each miss both and create two agents.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"impo-agent-create:{owner.pk}"])
+        locks.lock_agent_creation(owner.pk)
         intent = CreationIntent.objects.filter(kind=IntentKind.AGENT, owner=owner, state=IntentState.INTENDED).first()
         if intent is None:
             agent = _current_agent(owner.pk)
@@ -322,7 +322,7 @@ def _matching(intent: CreationIntent, gateway: RebyteGateway) -> list[str]:
 
 def _adopt(intent: CreationIntent, remote_id: str):
     with transaction.atomic():
-        intent = CreationIntent.objects.select_for_update().get(id=intent.id)
+        intent = locks.lock_intent(intent.id)
         if intent.state == IntentState.CREATED:
             return _resource_of(intent)
         intent.state = IntentState.CREATED

@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from impo.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
+from tools import locks
 from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, InvocationStatus, ToolCallState
-from tools.services import Events, end_invocation, error_result, locked_call, save_receipt
+from tools.services import Events, end_invocation, error_result, save_receipt
 
 
 def save_device(*, owner, installation_id: str, tools: list[str]) -> tuple[Device, bool]:
@@ -19,9 +20,7 @@ def save_device(*, owner, installation_id: str, tools: list[str]) -> tuple[Devic
     Returns the device and whether some tool was dropped (the caller then revokes its open invocations).
     Raises IntegrityError when a concurrent first registration of the same device won.
     """
-    device, created = Device.objects.select_for_update().get_or_create(
-        owner=owner, installation_id=installation_id, defaults={"tools": tools}
-    )
+    device, created = locks.lock_device(owner=owner, installation_id=installation_id, tools=tools)
     if created or device.tools == tools:
         return device, False
     device.tools = tools
@@ -40,8 +39,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
     """Ends the locked run's open invocations of tools the device no longer offers (`permission_revoked`), so the
     run goes on instead of waiting out the deadline."""
     invocations = (
-        DeviceInvocation.objects.select_for_update(of=("self",))
-        .select_related("tool_call")
+        locks.locking_invocations()
         .filter(tool_call__run_id=run.id, device=device, status__in=OPEN_INVOCATION_STATUSES)
         .exclude(tool_call__tool_name__in=device.tools)
         .order_by("created_at")
@@ -55,9 +53,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
 
 def locked_invocation(run: Run, invocation_id: uuid.UUID, device_id: uuid.UUID) -> DeviceInvocation:
     """The invocation of the locked run; another device's looks like a missing one (existence is not revealed)."""
-    invocation = (
-        DeviceInvocation.objects.select_for_update(of=("self",)).select_related("tool_call").get(id=invocation_id)
-    )
+    invocation = locks.locking_invocations().get(id=invocation_id)
     if invocation.device_id != device_id:
         raise NotFound("No such invocation.")
     return invocation
@@ -93,7 +89,7 @@ def claim_locked_invocation(run: Run, invocation: DeviceInvocation) -> Events:
     invocation.execution_id = uuid.uuid4()
     invocation.claimed_at = timezone.now()
     invocation.save(update_fields=["status", "execution_id", "claimed_at"])
-    call = locked_call(run, invocation.tool_call.call_id)
+    call = locks.lock_tool_call(run.id, id=invocation.tool_call_id)
     call.transition_to(ToolCallState.ACCEPTED)
     call.save(update_fields=["state", "updated_at"])
     accepted = {
@@ -127,7 +123,7 @@ def complete_locked_invocation(
     invocation.result = report
     invocation.completed_at = timezone.now()
     invocation.save(update_fields=["status", "result", "completed_at"])
-    return False, save_receipt(locked_call(run, invocation.tool_call.call_id), _device_result(report))[1]
+    return False, save_receipt(locks.lock_tool_call(run.id, id=invocation.tool_call_id), _device_result(report))[1]
 
 
 def _device_result(report: dict) -> dict:

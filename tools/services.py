@@ -1,10 +1,10 @@
 """Write paths of tool calls, inside a transaction in which the caller (runtime) holds the call's run locked.
 
-Lock order, everywhere: a Run row, then its ToolCall / DeviceInvocation rows, then (through the event
-log) its Conversation row. Every function here takes the run its caller locked (a model, or the read-only view a
-fenced block holds) and joins the caller's transaction; none changes the run itself (its states belong to
-runtime), and none writes the event log: what a client should see is returned as events, `(type, payload)`
-pairs, which the caller appends in the same transaction.
+Locks are taken through tools/locks.py, in the order of docs/locking.md: a Run row, then its invocation, tool
+call and approval rows, then (through the event log) its Conversation row. Every function here takes the run its
+caller locked (a model, or the read-only view a fenced block holds) and joins the caller's transaction; none
+changes the run itself (its states belong to runtime), and none writes the event log: what a client should see is
+returned as events, `(type, payload)` pairs, which the caller appends in the same transaction.
 """
 
 import json
@@ -18,6 +18,7 @@ from django.utils import timezone
 from impo import telemetry
 from impo.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.models import EventType, Run
+from tools import locks
 from tools.models import (
     OPEN_INVOCATION_STATUSES,
     ApprovalOutcome,
@@ -87,10 +88,6 @@ def _parse_arguments(raw) -> dict | None:
     except (TypeError, ValueError):
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def locked_call(run: Run, call_id: str) -> ToolCall:
-    return ToolCall.objects.select_for_update().get(run_id=run.id, call_id=call_id)
 
 
 # --- worker side, inside the run's fenced transaction ---------------------------------------------------
@@ -175,7 +172,7 @@ def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | Non
 
 def mark_dispatched(run: Run, call_id: str) -> ToolCall:
     """Counts an attempt before acting, so a successor knows the call may already have acted."""
-    call = locked_call(run, call_id)
+    call = locks.lock_tool_call(run.id, call_id=call_id)
     call.transition_to(ToolCallState.DISPATCHED)
     call.attempts += 1
     call.save(update_fields=["state", "attempts", "updated_at"])
@@ -183,7 +180,7 @@ def mark_dispatched(run: Run, call_id: str) -> ToolCall:
 
 
 def save_result(run: Run, call_id: str, result: dict) -> tuple[ToolReceipt, Events]:
-    return save_receipt(locked_call(run, call_id), result)
+    return save_receipt(locks.lock_tool_call(run.id, call_id=call_id), result)
 
 
 def mark_submitted(run: Run, receipt_ids: list[int]) -> None:
@@ -194,11 +191,7 @@ def mark_submitted(run: Run, receipt_ids: list[int]) -> None:
 
 
 def _locked_invocation_of_call(run: Run, call_id: str) -> DeviceInvocation:
-    return (
-        DeviceInvocation.objects.select_for_update(of=("self",))
-        .select_related("tool_call")
-        .get(tool_call__run_id=run.id, tool_call__call_id=call_id)
-    )
+    return locks.locking_invocations().get(tool_call__run_id=run.id, tool_call__call_id=call_id)
 
 
 def _make_uncertain(call: ToolCall, code: str, message: str) -> tuple[ToolReceipt, Events]:
@@ -218,7 +211,7 @@ def end_invocation(
     was_claimed = invocation.status == InvocationStatus.CLAIMED
     invocation.status = status
     invocation.save(update_fields=["status"])
-    call = locked_call(run, invocation.tool_call.call_id)
+    call = locks.lock_tool_call(run.id, id=invocation.tool_call_id)
     if was_claimed:
         return _make_uncertain(call, code, message)
     return save_receipt(call, error_result(code, message))
@@ -236,7 +229,7 @@ def expire_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Event
     invocation.status = InvocationStatus.EXPIRED
     invocation.save(update_fields=["status"])
     message = "The device did not report a result before the deadline; the action may or may not have run."
-    return _make_uncertain(locked_call(run, call_id), "device_timeout", message)
+    return _make_uncertain(locks.lock_tool_call(run.id, call_id=call_id), "device_timeout", message)
 
 
 def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
@@ -362,8 +355,8 @@ def answer_approval(
     same answer, gets the recorded decision back; a different answer is a 409. A call past its deadline or
     whose run was cancelled is 410, whatever the sweeper has written yet.
     """
-    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run_id=run.id)
-    approval = ToolApproval.objects.select_for_update().filter(tool_call=call).first()
+    call = locks.lock_tool_call(run.id, id=tool_call_id)
+    approval = locks.lock_approval(call)
     if approval is None:
         raise NotFound("No approval is asked for this tool call.")
     if approval.status != ApprovalStatus.PENDING:
@@ -406,19 +399,10 @@ def _same_decision(call: ToolCall, approval: ToolApproval, answer: ApprovalAnswe
     return approval.status == ApprovalStatus.APPROVED and arguments == call.arguments
 
 
-def _pending_approvals(run: Run, **filters):
-    return (
-        ToolApproval.objects.select_for_update(of=("self", "tool_call"))
-        .select_related("tool_call")
-        .filter(tool_call__run_id=run.id, status=ApprovalStatus.PENDING, **filters)
-        .order_by("created_at")
-    )
-
-
 def deny_for_cancel(run: Run) -> Events:
     """Inside the cancel's transaction (the run locked first): every pending approval of the run is denied."""
     events = []
-    for approval in _pending_approvals(run):
+    for approval in locks.lock_pending_approvals(run.id):
         message = "The run was cancelled before this call was approved."
         events += _deny(approval.tool_call, approval, ApprovalOutcome.CANCELLED, message)
     return events
@@ -427,7 +411,7 @@ def deny_for_cancel(run: Run) -> Events:
 def deny_expired(run: Run) -> tuple[int, Events]:
     """The locked run's approvals past their deadline are denied (the agent reads `approval_timeout`); returns how
     many, with their events."""
-    expired = list(_pending_approvals(run, expires_at__lte=timezone.now()))
+    expired = list(locks.lock_pending_approvals(run.id, expires_at__lte=timezone.now()))
     events = []
     for approval in expired:
         seconds = (approval.expires_at - approval.created_at).total_seconds()
@@ -442,7 +426,7 @@ def deny_expired(run: Run) -> tuple[int, Events]:
 def record_staff_finding(run: Run, tool_call_id: uuid.UUID, *, succeeded: bool, note: str) -> tuple[ToolCall, Events]:
     """Staff's finding about an uncertain call of the locked run: what really happened, shown to the owner as
     resolved by staff. The agent was already told the outcome was unknown and the run went on."""
-    call = ToolCall.objects.select_for_update().get(id=tool_call_id, run_id=run.id)
+    call = locks.lock_tool_call(run.id, id=tool_call_id)
     if call.state != ToolCallState.UNCERTAIN:
         raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
     call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)

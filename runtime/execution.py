@@ -28,7 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from impo import telemetry
-from rebyte import bindings
+from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import CreationIntent, IntentKind, RemoteSession, RemoteTurn
@@ -39,7 +39,7 @@ from runtime.group_commit import group_commit
 from runtime.heartbeat import HeldLease, process_heartbeat
 from runtime.models import Run, RunState
 from runtime.worker_threads import LiveStream, pause
-from tools import dispatch
+from tools import dispatch, receipts
 from tools import services as tool_services
 from tools.models import ToolCall, ToolCallState, ToolReceipt
 from tools.selectors import catalog_for_run
@@ -123,7 +123,7 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
             return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
         catalog = catalog_for_run(run)
         tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
-        session = rebyte_services.usable_session(
+        session = sessions.usable_session(
             run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
         )
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
@@ -211,9 +211,7 @@ class _RunDriver:
             self._park(exc)
             return None
         submission = self.run.submission
-        parts = run_input.first_input_parts(
-            submission, carry=rebyte_services.session_has_history(submission.conversation)
-        )
+        parts = run_input.first_input_parts(submission, carry=sessions.session_has_history(submission.conversation))
         instructions = run_input.new_session_instructions(submission, device_tools=self.claimed.device_tools)
         with self.fence() as run:
             self.input_sent = services.mark_input_sent(run) is not None
@@ -373,7 +371,7 @@ class _RunDriver:
 
             def finish(run: services.FencedRun) -> None:
                 if state == RunState.COMPLETED:
-                    rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
+                    sessions.record_completed_turn(session, items=items, now=timezone.now())
                 services.finish_in_transaction(run, state, error=error)
 
             self._project_pending(then=finish)
@@ -477,11 +475,11 @@ class _RunDriver:
                 turn_id=turn_id,
                 call_id=action.call_id,
                 success="error" not in result,
-                text=tool_services.tool_result_text(result),
+                text=receipts.tool_result_text(result),
                 idempotency_key=f"impo-tool-result-{call.id}",
             )
             with self.fence() as run:
-                tool_services.mark_submitted(run, [receipt.id])
+                receipts.mark_submitted(run, [receipt.id])
         return False
 
     def _await_device(self, call: ToolCall) -> ToolReceipt:

@@ -19,7 +19,8 @@ class HttpHandler(ASGIHandler):
       thread-local client (the database connection's, Celery's, Redis's) built again. Here a request borrows an
       idle one-thread executor, or makes one when all are busy, and gives it back once answered; Django's own
       context, inside this one, uses it (asgiref lets only the outermost context without an executor choose).
-      Still one request per thread at a time; connections go back to the pool at each request's end as before.
+      Still one request per thread at a time; connections go back to the pool at each request's end, as with
+      Django's own handler.
     """
 
     def __init__(self):

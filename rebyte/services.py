@@ -11,15 +11,15 @@ import hashlib
 import json
 import logging
 import time
-from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from impo.core import telemetry
 from impo.core.database import release_connection
+from rebyte import locks
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
@@ -31,11 +31,9 @@ from rebyte.models import (
     SavedAgent,
     SessionState,
 )
-from runtime.models import Conversation, ConversationKind, Run
+from runtime.models import Run
 
 logger = logging.getLogger(__name__)
-
-BYTES_PER_TOKEN = 3
 
 
 class CreationPending(Exception):
@@ -74,8 +72,7 @@ def ensure_saved_agent(owner, gateway: RebyteGateway) -> SavedAgent:
         # One run at a time opens the owner's agent create, and it looks for a create in flight before the agent
         # again: one adopted since the read above (its intent no longer in flight) committed with its adoption, so
         # this read of the agent sees it. Otherwise two runs could each miss both and create two agents.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"impo-agent-create:{owner.pk}"])
+        locks.lock_agent_creation(owner.pk)
         intent = CreationIntent.objects.filter(kind=IntentKind.AGENT, owner=owner, state=IntentState.INTENDED).first()
         if intent is None:
             agent = _current_agent(owner.pk)
@@ -103,40 +100,7 @@ def _agent_is_gone(agent: SavedAgent, gateway: RebyteGateway) -> bool:
     return False
 
 
-# --- sessions -----------------------------------------------------------------------------------------
-
-
-def usable_session(conversation: Conversation, *, fingerprint: str, now: datetime) -> RemoteSession | None:
-    """The conversation's current session if the next turn may go to it; a spent one is retired here."""
-    current = (
-        RemoteSession.objects.select_related("intent", "conversation")
-        .filter(conversation=conversation, state=SessionState.CURRENT)
-        .first()
-    )
-    if current is None:
-        return None
-    reason = rotation_reason(current, fingerprint=fingerprint, now=now)
-    if not reason:
-        return current
-    # Conditional, so two callers that both see a spent session retire it once.
-    RemoteSession.objects.filter(id=current.id, state=SessionState.CURRENT).update(
-        state=SessionState.HISTORICAL, rotation_reason=reason, rotated_at=now
-    )
-    return None
-
-
-def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) -> str:
-    if session.tools_fingerprint != fingerprint:
-        return "tools"
-    if session.conversation.kind != ConversationKind.MAIN_CHAT:
-        return ""  # a task keeps its one session
-    if (now - session.last_activity_at).total_seconds() >= settings.IMPO_SESSION_MAX_IDLE_SECONDS:
-        return "idle"
-    if session.turn_count >= settings.IMPO_SESSION_MAX_TURNS:
-        return "turns"
-    if session.context_estimate is None or session.context_estimate >= settings.IMPO_SESSION_MAX_CONTEXT_TOKENS:
-        return "context"
-    return ""
+# --- creation intents ---------------------------------------------------------------------------------
 
 
 def open_session_intent(run: Run, *, tools: list[dict], instructions: str, input_parts: list[str]) -> CreationIntent:
@@ -147,50 +111,6 @@ def open_session_intent(run: Run, *, tools: list[dict], instructions: str, input
         intent.request = {"tools": tools, "instructions": instructions, "input_parts": input_parts}
         intent.save(update_fields=["request", "updated_at"])
     return intent
-
-
-def session_has_history(conversation: Conversation) -> bool:
-    return RemoteSession.objects.filter(conversation=conversation).exists()
-
-
-def session_is_gone(session: RemoteSession, gateway: RebyteGateway) -> bool:
-    """Whether the provider definitely lost the session: reading it answers 404. Anything else (5xx, a timeout) is
-    no answer and raises, for the caller to back off as from any outage."""
-    try:
-        gateway.get_session(session.remote_id)
-    except Refused as exc:
-        if exc.status != 404:
-            raise
-        return True
-    return False
-
-
-def mark_session_gone(session: RemoteSession, *, now: datetime) -> None:
-    """The binding of a session the provider lost; kept, with the message range it served, for the history."""
-    RemoteSession.objects.filter(id=session.id).exclude(state=SessionState.GONE).update(
-        state=SessionState.GONE, rotation_reason="not_found", rotated_at=now
-    )
-    logger.warning("the provider lost session %s of conversation %s", session.remote_id, session.conversation_id)
-
-
-def record_completed_turn(session: RemoteSession, *, items: list, now: datetime) -> None:
-    """After a turn of the session completed: count it, reset idleness, and re-measure the context."""
-    measured = json.dumps(
-        {
-            "instructions": _session_instructions(session.intent),
-            "tools": session.intent.request.get("tools", []),
-            "items": [item.model_dump(mode="json") for item in items],
-        },
-        ensure_ascii=False,
-    )
-    RemoteSession.objects.filter(id=session.id).update(
-        context_estimate=len(measured.encode()) // BYTES_PER_TOKEN,
-        turn_count=F("turn_count") + 1,
-        last_activity_at=now,
-    )
-
-
-# --- creation intents ---------------------------------------------------------------------------------
 
 
 def _open_session_intent(run: Run) -> CreationIntent:
@@ -271,14 +191,14 @@ def _send_create(intent: CreationIntent, gateway: RebyteGateway, agent: SavedAge
     session = gateway.create_session(
         agent_id=agent.remote_id,
         tools=intent.request["tools"],
-        instructions=_session_instructions(intent),
+        instructions=session_instructions(intent),
         input_parts=intent.request["input_parts"],
         metadata=intent.metadata,
     )
     return session.id
 
 
-def _session_instructions(intent: CreationIntent) -> str:
+def session_instructions(intent: CreationIntent) -> str:
     # An intent recorded before sessions carried their context is sent (again) as it was first sent.
     return intent.request.get("instructions") or AGENT_INSTRUCTIONS
 
@@ -322,7 +242,7 @@ def _matching(intent: CreationIntent, gateway: RebyteGateway) -> list[str]:
 
 def _adopt(intent: CreationIntent, remote_id: str):
     with transaction.atomic():
-        intent = CreationIntent.objects.select_for_update().get(id=intent.id)
+        intent = locks.lock_intent(intent.id)
         if intent.state == IntentState.CREATED:
             return _resource_of(intent)
         intent.state = IntentState.CREATED

@@ -1,8 +1,8 @@
-"""Every row lock the project takes on a Run, and the runtime's conversation lock.
+"""Every row lock the project takes on a Run, the runtime's conversation lock, and the lock of an owner's user row.
 
 Order, always: Run rows (several only in id order), then their tool calls and invocations, then the Conversation
 row. A worker ending a run holds the run and then appends its event, which locks the conversation; taking them the
-other way round could deadlock against it.
+other way round could deadlock against it. The global order, every app's rows included, is in docs/locking.md.
 
 One lock mode for Run rows: FOR NO KEY UPDATE, on the run row alone (`of=self`: never the rows a select_related
 joins). It conflicts with itself, so two writers of one run take turns exactly as under FOR UPDATE. What FOR UPDATE
@@ -11,6 +11,7 @@ staff action) takes on the run: but no transaction changes a run's id, and every
 transaction that already holds that run's lock, so the stronger mode would only add waits.
 """
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q, QuerySet
 
@@ -101,3 +102,10 @@ def lock_conversation(conversation_id) -> str:
         )
         (policy,) = cursor.fetchone()
     return policy
+
+
+def lock_owner(owner) -> None:
+    """Locks the owner's user row: what a per-owner cap (webhook endpoints, scheduled tasks) takes before it counts,
+    so two creations cannot both see room for one. No key of a user changes, so rows referencing it (the created
+    row itself) are not held up."""
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=owner.pk).values_list("pk").first()

@@ -1,7 +1,8 @@
 """Write paths of scheduling. Each entry point is one durable transaction.
 
-Lock order, everywhere: the owner's user row (only to count live plans on create), then a plan row. Admission
-then takes runtime's locks (a new conversation row) inside the plan's transaction.
+Locks are taken in scheduling/locks.py (a plan) and runtime/locks.py (the owner's row, to count live plans on
+create), in the order of docs/locking.md: the user row, then a plan row; admission then takes runtime's locks
+inside the plan's transaction.
 
 Temporal hears about a change only after it commits (`_signal_after_commit`): a plan is never timed by a
 workflow before the database has it, and a lost signal is found again by the discovery loop, which re-signals
@@ -18,16 +19,16 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from temporalio.service import RPCError
 
 from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
+from runtime import locks as runtime_locks
 from runtime import outbound
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import open_task
-from scheduling import selectors, temporal
+from scheduling import locks, selectors, temporal
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.schedules import Schedule, ScheduleError, next_fire_after, parse_schedule
 from scheduling.workflows import AdmitOutcome
@@ -60,7 +61,7 @@ def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: dat
     schedule = _new_schedule(command.schedule, now)
     try:
         with transaction.atomic(durable=True):
-            _lock_owner(owner)
+            runtime_locks.lock_owner(owner)
             if ScheduledTask.objects.filter(owner=owner, deleted_at__isnull=True).count() >= MAX_LIVE_PLANS:
                 raise Conflict(
                     f"An account can have at most {MAX_LIVE_PLANS} scheduled tasks; delete one first.",
@@ -122,7 +123,7 @@ def delete_plan(*, owner, plan_id: uuid.UUID, revision: uuid.UUID, now: datetime
     """Tombstones the plan: it stops firing, its history stays, and Tasks it admitted keep running."""
     now = now or timezone.now()
     with transaction.atomic(durable=True):
-        plan = ScheduledTask.objects.select_for_update().filter(id=plan_id, owner=owner).first()
+        plan = locks.lock_plan(plan_id, owner=owner)
         if plan is None:
             raise NotFound("No such scheduled task.")
         if plan.deleted_at is not None:
@@ -148,7 +149,7 @@ def admit_occurrence(
     """
     now = now or timezone.now()
     with transaction.atomic(durable=True):
-        plan = ScheduledTask.objects.select_for_update().select_related("owner").filter(id=plan_id).first()
+        plan = locks.lock_plan(plan_id)
         if plan is None:
             return AdmitOutcome.STALE
         handled = ScheduledRun.objects.filter(plan=plan, scheduled_at=fire_time).first()
@@ -281,13 +282,9 @@ def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> Scheduled
     return plan
 
 
-def _lock_owner(owner) -> None:
-    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
-
-
 def _locked_live_plan(owner, plan_id: uuid.UUID) -> ScheduledTask:
     """The owner's plan, locked; a change to a tombstoned one is 410 `schedule_deleted`."""
-    plan = ScheduledTask.objects.select_for_update().filter(id=plan_id, owner=owner).first()
+    plan = locks.lock_plan(plan_id, owner=owner)
     if plan is None:
         raise NotFound("No such scheduled task.")
     if plan.deleted_at is not None:

@@ -1,4 +1,4 @@
-"""The built-in tools. Registered when the app is ready (tools.apps)."""
+"""The built-in tools, each declared beside its handler. Registered when the app is ready (tools.apps)."""
 
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -7,7 +7,7 @@ from django.conf import settings
 
 from runtime.models import ConversationKind
 from tools.models import Note, SideEffect
-from tools.registry import RetryPolicy, ToolDefinition, ToolError, ToolInvocation, registry
+from tools.registry import ToolError, ToolInvocation, device_tool, tool
 
 EVERYWHERE = frozenset(ConversationKind.values)
 MAIN_CHAT_ONLY = frozenset({ConversationKind.MAIN_CHAT})
@@ -15,6 +15,13 @@ NOTE_MAX = 4000
 TASK_PROMPT_MAX = 4000
 
 
+@tool(
+    description="The current date and time, in the user's time zone unless another is given.",
+    properties={"timeZone": {"type": "string", "minLength": 1, "maxLength": 64}},
+    side_effect=SideEffect.READ,
+    contexts=EVERYWHERE,
+    timeout=2.0,
+)
 def current_time(call: ToolInvocation) -> dict:
     zone_name = call.arguments.get("timeZone") or call.submission.client_context.get("timeZone") or "UTC"
     try:
@@ -24,6 +31,13 @@ def current_time(call: ToolInvocation) -> dict:
     return {"now": datetime.now(zone).isoformat(), "timeZone": zone_name}
 
 
+@tool(
+    description="The user's most recent notes, newest first.",
+    properties={"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+    side_effect=SideEffect.READ,
+    contexts=EVERYWHERE,
+    timeout=3.0,
+)
 def list_notes(call: ToolInvocation) -> dict:
     notes = Note.objects.filter(owner=call.owner).order_by("-created_at")[: call.arguments.get("limit", 10)]
     return {
@@ -33,6 +47,14 @@ def list_notes(call: ToolInvocation) -> dict:
     }
 
 
+@tool(
+    description="Saves a note for the user.",
+    properties={"text": {"type": "string", "minLength": 1, "maxLength": NOTE_MAX}},
+    required=("text",),
+    side_effect=SideEffect.TRANSACTIONAL,
+    contexts=EVERYWHERE,
+    timeout=5.0,
+)
 def save_note(call: ToolInvocation) -> dict:
     # Writes only Impo's own database, so it needs no approval by default (an operator may ask for one).
     # Runs inside the transaction that saves the receipt; the note's unique source_call backs that up.
@@ -44,73 +66,15 @@ def _device_tool_timeout() -> float:
     return settings.IMPO_DEVICE_TOOL_TIMEOUT_SECONDS
 
 
-registry.register(
-    ToolDefinition(
-        name="current_time",
-        description="The current date and time, in the user's time zone unless another is given.",
-        input_schema={
-            "type": "object",
-            "properties": {"timeZone": {"type": "string", "minLength": 1, "maxLength": 64}},
-            "additionalProperties": False,
-        },
-        side_effect=SideEffect.READ,
-        contexts=EVERYWHERE,
-        timeout_seconds=2.0,
-        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
-        handler=current_time,
-    )
-)
-registry.register(
-    ToolDefinition(
-        name="list_notes",
-        description="The user's most recent notes, newest first.",
-        input_schema={
-            "type": "object",
-            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
-            "additionalProperties": False,
-        },
-        side_effect=SideEffect.READ,
-        contexts=EVERYWHERE,
-        timeout_seconds=3.0,
-        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
-        handler=list_notes,
-    )
-)
-registry.register(
-    ToolDefinition(
-        name="save_note",
-        description="Saves a note for the user.",
-        input_schema={
-            "type": "object",
-            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": NOTE_MAX}},
-            "required": ["text"],
-            "additionalProperties": False,
-        },
-        side_effect=SideEffect.TRANSACTIONAL,
-        contexts=EVERYWHERE,
-        timeout_seconds=5.0,
-        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
-        handler=save_note,
-    )
-)
-registry.register(
-    ToolDefinition(
-        name="play_sound",
-        description="Plays a sound on the user's device.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "sound": {"type": "string", "minLength": 1, "maxLength": 64},
-                "volume": {"type": "number", "minimum": 0, "maximum": 1},
-            },
-            "required": ["sound"],
-            "additionalProperties": False,
-        },
-        side_effect=SideEffect.UNCERTAIN,
-        contexts=MAIN_CHAT_ONLY,
-        timeout_seconds=_device_tool_timeout,
-        device=True,
-        # Sound in the user's room, not repeatable: by the derived default a person approves each call.
-        acts_outside_impo=True,
-    )
+# Sound in the user's room, not repeatable: by a device tool's default a person approves each call.
+device_tool(
+    name="play_sound",
+    description="Plays a sound on the user's device.",
+    properties={
+        "sound": {"type": "string", "minLength": 1, "maxLength": 64},
+        "volume": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    required=("sound",),
+    contexts=MAIN_CHAT_ONLY,
+    timeout=_device_tool_timeout,
 )

@@ -1,16 +1,28 @@
 """The device bridge's changes to devices and their invocations (ICA v1, docs/design.md §4), inside a transaction in
-which the caller (runtime) holds the invocation's run locked; like `tools.services`, each returns the events it wants
-appended instead of writing the event log.
+which the caller (runtime) holds the invocation's run locked; like every write path of tools, each returns the events
+it wants appended instead of writing the event log.
 """
 
 import uuid
+from datetime import timedelta
 
 from django.utils import timezone
 
+from impo.core import telemetry
 from impo.core.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
-from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, InvocationStatus, ToolCallState
-from tools.services import Events, end_invocation, error_result, locked_call, save_receipt
+from tools import locks
+from tools.models import (
+    OPEN_INVOCATION_STATUSES,
+    Device,
+    DeviceInvocation,
+    InvocationStatus,
+    ToolCall,
+    ToolCallState,
+    ToolReceipt,
+)
+from tools.receipts import Events, error_result, make_uncertain, save_receipt
+from tools.registry import ToolDefinition
 
 
 def save_device(*, owner, installation_id: str, tools: list[str]) -> tuple[Device, bool]:
@@ -19,9 +31,7 @@ def save_device(*, owner, installation_id: str, tools: list[str]) -> tuple[Devic
     Returns the device and whether some tool was dropped (the caller then revokes its open invocations).
     Raises IntegrityError when a concurrent first registration of the same device won.
     """
-    device, created = Device.objects.select_for_update().get_or_create(
-        owner=owner, installation_id=installation_id, defaults={"tools": tools}
-    )
+    device, created = locks.lock_device(owner=owner, installation_id=installation_id, tools=tools)
     if created or device.tools == tools:
         return device, False
     device.tools = tools
@@ -40,8 +50,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
     """Ends the locked run's open invocations of tools the device no longer offers (`permission_revoked`), so the
     run goes on instead of waiting out the deadline."""
     invocations = (
-        DeviceInvocation.objects.select_for_update(of=("self",))
-        .select_related("tool_call")
+        locks.locking_invocations()
         .filter(tool_call__run_id=run.id, device=device, status__in=OPEN_INVOCATION_STATUSES)
         .exclude(tool_call__tool_name__in=device.tools)
         .order_by("created_at")
@@ -55,9 +64,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
 
 def locked_invocation(run: Run, invocation_id: uuid.UUID, device_id: uuid.UUID) -> DeviceInvocation:
     """The invocation of the locked run; another device's looks like a missing one (existence is not revealed)."""
-    invocation = (
-        DeviceInvocation.objects.select_for_update(of=("self",)).select_related("tool_call").get(id=invocation_id)
-    )
+    invocation = locks.locking_invocations().get(id=invocation_id)
     if invocation.device_id != device_id:
         raise NotFound("No such invocation.")
     return invocation
@@ -93,7 +100,7 @@ def claim_locked_invocation(run: Run, invocation: DeviceInvocation) -> Events:
     invocation.execution_id = uuid.uuid4()
     invocation.claimed_at = timezone.now()
     invocation.save(update_fields=["status", "execution_id", "claimed_at"])
-    call = locked_call(run, invocation.tool_call.call_id)
+    call = locks.lock_tool_call(run.id, id=invocation.tool_call_id)
     call.transition_to(ToolCallState.ACCEPTED)
     call.save(update_fields=["state", "updated_at"])
     accepted = {
@@ -127,7 +134,7 @@ def complete_locked_invocation(
     invocation.result = report
     invocation.completed_at = timezone.now()
     invocation.save(update_fields=["status", "result", "completed_at"])
-    return False, save_receipt(locked_call(run, invocation.tool_call.call_id), _device_result(report))[1]
+    return False, save_receipt(locks.lock_tool_call(run.id, id=invocation.tool_call_id), _device_result(report))[1]
 
 
 def _device_result(report: dict) -> dict:
@@ -137,3 +144,72 @@ def _device_result(report: dict) -> dict:
     if isinstance(error, dict):
         return error_result(str(error.get("code") or "device_error"), str(error.get("message") or ""))
     return error_result("device_error", str(error or "The device reported a failure."))
+
+
+# --- the worker's side: a call's one invocation, opened and ended ---------------------------------------
+
+
+def no_device_result(name: str) -> dict:
+    return error_result("no_device", f"No registered device of this user can run {name}.")
+
+
+def open_invocation(call: ToolCall, definition: ToolDefinition, device: Device) -> dict:
+    """Hands a device call to its device: the one dispatch an uncertain call ever gets."""
+    invocation = DeviceInvocation.objects.create(
+        tool_call=call,
+        device=device,
+        expires_at=timezone.now() + timedelta(seconds=definition.timeout),
+        traceparent=telemetry.traceparent(),
+    )
+    telemetry.annotate({"impo.device_invocation.id": invocation.id, "impo.device.id": device.id})
+    call.transition_to(ToolCallState.DISPATCHED)
+    call.attempts = 1
+    call.save(update_fields=["state", "attempts", "updated_at"])
+    return {
+        "invocationId": str(invocation.id),
+        "deviceId": str(device.id),
+        "expiresAt": invocation.expires_at.isoformat(),
+    }
+
+
+def _locked_invocation_of_call(run: Run, call_id: str) -> DeviceInvocation:
+    return locks.locking_invocations().get(tool_call__run_id=run.id, tool_call__call_id=call_id)
+
+
+def end_invocation(
+    run: Run, invocation: DeviceInvocation, status: str, code: str, message: str
+) -> tuple[ToolReceipt, Events]:
+    """Ends an open invocation: one never claimed did not run (an error receipt); a claimed one may have."""
+    was_claimed = invocation.status == InvocationStatus.CLAIMED
+    invocation.status = status
+    invocation.save(update_fields=["status"])
+    call = locks.lock_tool_call(run.id, id=invocation.tool_call_id)
+    if was_claimed:
+        return make_uncertain(call, code, message)
+    return save_receipt(call, error_result(code, message))
+
+
+def expire_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
+    """Past the deadline without a result: the call is uncertain and the agent is told so. None if a result won.
+
+    The action may or may not have happened, so it is never retried; the call stays listed for staff to
+    reconcile, while the agent gets a `device_timeout` error and the run (and its conversation) goes on.
+    """
+    invocation = _locked_invocation_of_call(run, call_id)
+    if invocation.status not in OPEN_INVOCATION_STATUSES or timezone.now() < invocation.expires_at:
+        return None, []
+    invocation.status = InvocationStatus.EXPIRED
+    invocation.save(update_fields=["status"])
+    message = "The device did not report a result before the deadline; the action may or may not have run."
+    return make_uncertain(locks.lock_tool_call(run.id, call_id=call_id), "device_timeout", message)
+
+
+def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
+    """On cancellation: the invocation leaves its device's list and refuses results. None if a result won.
+
+    One never claimed did not run; a claimed one may have, so its call becomes uncertain.
+    """
+    invocation = _locked_invocation_of_call(run, call_id)
+    if invocation.status not in OPEN_INVOCATION_STATUSES:
+        return None, []
+    return end_invocation(run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled.")

@@ -23,15 +23,16 @@ from psycopg import errors as pg_errors
 
 from impo.core import telemetry
 from impo.core.database import release_connection
-from tools import services
+from tools import device_bridge, services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
+from tools.receipts import Events, error_result
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry
 
 
 class FencedRun(Protocol):
     """What a fenced block holds: the run's fields to read, and `append` for the events of what it settled."""
 
-    def append(self, events: services.Events) -> None: ...
+    def append(self, events: Events) -> None: ...
 
 
 Fence = Callable[[], AbstractContextManager[FencedRun]]
@@ -74,11 +75,11 @@ def device_receipt(call: ToolCall, *, fence: Fence, cancel_requested: bool) -> T
     expires_at = DeviceInvocation.objects.values_list("expires_at", flat=True).get(tool_call=call)
     if cancel_requested:
         with fence() as run:
-            receipt, events = services.withdraw_invocation(run, call.call_id)
+            receipt, events = device_bridge.withdraw_invocation(run, call.call_id)
             run.append(events)
     if receipt is None and time.time() >= expires_at.timestamp():
         with fence() as run:
-            receipt, events = services.expire_invocation(run, call.call_id)
+            receipt, events = device_bridge.expire_invocation(run, call.call_id)
             run.append(events)
     return receipt
 
@@ -110,13 +111,13 @@ def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> Too
         try:
             return act(call, definition, fence)
         except ToolUnavailable as exc:
-            last_failure = services.error_result(exc.code, exc.message)
+            last_failure = error_result(exc.code, exc.message)
         except _TimedOut:
-            last_failure = services.error_result(
+            last_failure = error_result(
                 "timeout", f"{definition.name} did not finish within {definition.timeout:g} seconds."
             )
         except ToolError as exc:
-            return _save_result(fence, call, services.error_result(exc.code, exc.message))
+            return _save_result(fence, call, error_result(exc.code, exc.message))
     return _save_result(fence, call, last_failure)
 
 

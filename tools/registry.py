@@ -157,3 +157,85 @@ class Registry:
 
 
 registry = Registry()
+
+# A server tool may be tried twice (a timeout, a transient failure); a device tool, whose outcome is uncertain, never.
+SERVER_TOOL_RETRY = RetryPolicy(attempts=2, backoff_seconds=0.2)
+
+
+def object_schema(properties: dict, *, required: tuple[str, ...] = (), strict: bool = True) -> dict:
+    """A tool's input schema: a JSON object with these properties; `strict` (the default) refuses any other."""
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    if strict:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def tool(
+    *,
+    description: str,
+    properties: dict,
+    side_effect: str,
+    contexts: Iterable[str],
+    timeout: float | Callable[[], float],
+    name: str | None = None,
+    required: tuple[str, ...] = (),
+    strict: bool = True,
+    retry: RetryPolicy = SERVER_TOOL_RETRY,
+    creates_tasks: bool = False,
+    acts_outside_impo: bool = False,
+    approval: ApprovalPolicy | None = None,
+) -> Callable[[Callable[[ToolInvocation], Any]], Callable[[ToolInvocation], Any]]:
+    """Declares the decorated handler a server tool, named after it unless `name` is given, and registers it.
+
+    The agent reads `description` and calls it with an object of `properties` (`required` among them, no others
+    unless `strict` is off); the definition refuses what the registry forbids (see ToolDefinition)."""
+
+    def register(handler: Callable[[ToolInvocation], Any]) -> Callable[[ToolInvocation], Any]:
+        registry.register(
+            ToolDefinition(
+                name=name or handler.__name__,
+                description=description,
+                input_schema=object_schema(properties, required=required, strict=strict),
+                side_effect=side_effect,
+                contexts=frozenset(contexts),
+                timeout_seconds=timeout,
+                retry=retry,
+                creates_tasks=creates_tasks,
+                handler=handler,
+                acts_outside_impo=acts_outside_impo,
+                approval=approval,
+            )
+        )
+        return handler
+
+    return register
+
+
+def device_tool(
+    *,
+    name: str,
+    description: str,
+    properties: dict,
+    contexts: Iterable[str],
+    timeout: float | Callable[[], float],
+    required: tuple[str, ...] = (),
+    strict: bool = True,
+    approval: ApprovalPolicy | None = None,
+) -> ToolDefinition:
+    """Declares and registers a tool the user's device runs: no server handler, its outcome uncertain (never
+    retried), acting outside Impo (so by default a person approves each call)."""
+    return registry.register(
+        ToolDefinition(
+            name=name,
+            description=description,
+            input_schema=object_schema(properties, required=required, strict=strict),
+            side_effect=SideEffect.UNCERTAIN,
+            contexts=frozenset(contexts),
+            timeout_seconds=timeout,
+            device=True,
+            acts_outside_impo=True,
+            approval=approval,
+        )
+    )

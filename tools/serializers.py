@@ -4,8 +4,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from tools.approvals import ApprovalAnswer
 from tools.models import ApprovalOutcome, ApprovalStatus
-from tools.services import ApprovalAnswer
 
 INSTALLATION_ID_MAX = 256
 DEVICE_TOOLS_MAX = 64

@@ -12,10 +12,9 @@ def endpoints_for_owner(owner) -> list[WebhookEndpoint]:
     return list(WebhookEndpoint.objects.filter(owner=owner).order_by("created_at"))
 
 
-def endpoint_for_owner(owner, endpoint_id: uuid.UUID, *, lock: bool = False) -> WebhookEndpoint:
+def endpoint_for_owner(owner, endpoint_id: uuid.UUID) -> WebhookEndpoint:
     """Another user's endpoint is not found, like one that does not exist."""
-    endpoints = WebhookEndpoint.objects.filter(id=endpoint_id, owner=owner)
-    endpoint = (endpoints.select_for_update() if lock else endpoints).first()
+    endpoint = WebhookEndpoint.objects.filter(id=endpoint_id, owner=owner).first()
     if endpoint is None:
         raise NotFound("No such webhook endpoint.")
     return endpoint

@@ -15,11 +15,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from impo.core.errors import Conflict
+from runtime import locks as runtime_locks
 from runtime import outbound
 from runtime.models import Event
-from webhooks import signing
+from webhooks import locks, signing
 from webhooks.models import DeliveryStatus, PendingSourceEvent, WebhookDelivery, WebhookEndpoint
-from webhooks.selectors import endpoint_for_owner
 
 DELIVER_TASK = "webhooks.deliver"
 COLLECT_BATCH = 200
@@ -33,7 +33,7 @@ ERROR_MAX = 2000
 def create_endpoint(*, owner, url: str, event_types: list[str], active: bool = True) -> WebhookEndpoint:
     with transaction.atomic(durable=True):
         # The owner's row serialises concurrent creations, so the cap holds.
-        type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+        runtime_locks.lock_owner(owner)
         if WebhookEndpoint.objects.filter(owner=owner).count() >= settings.IMPO_WEBHOOK_ENDPOINTS_PER_USER:
             raise Conflict(
                 f"At most {settings.IMPO_WEBHOOK_ENDPOINTS_PER_USER} webhook endpoints per account.",
@@ -47,7 +47,7 @@ def create_endpoint(*, owner, url: str, event_types: list[str], active: bool = T
 def update_endpoint(*, owner, endpoint_id: uuid.UUID, changes: dict) -> WebhookEndpoint:
     """`changes` holds any of url, event_types, active."""
     with transaction.atomic(durable=True):
-        endpoint = endpoint_for_owner(owner, endpoint_id, lock=True)
+        endpoint = locks.lock_endpoint_for_owner(owner, endpoint_id)
         for name, value in changes.items():
             setattr(endpoint, name, value)
         endpoint.save(update_fields=[*changes, "updated_at"])
@@ -56,7 +56,7 @@ def update_endpoint(*, owner, endpoint_id: uuid.UUID, changes: dict) -> WebhookE
 
 def delete_endpoint(*, owner, endpoint_id: uuid.UUID) -> None:
     with transaction.atomic(durable=True):
-        endpoint_for_owner(owner, endpoint_id, lock=True).delete()
+        locks.lock_endpoint_for_owner(owner, endpoint_id, to_delete=True).delete()
 
 
 # --- collection: the event log becomes deliveries ---------------------------------------------------
@@ -79,11 +79,7 @@ def collect_deliveries() -> Collected:
     share the work; the unique (endpoint, event) constraint makes any repeat a no-op.
     """
     with transaction.atomic(durable=True):
-        event_ids = list(
-            PendingSourceEvent.objects.select_for_update(skip_locked=True)
-            .order_by("event")
-            .values_list("event_id", flat=True)[:COLLECT_BATCH]
-        )
+        event_ids = locks.lock_free_source_events(COLLECT_BATCH)
         if not event_ids:
             return Collected(events=0, deliveries=0)
         events = list(
@@ -94,9 +90,7 @@ def collect_deliveries() -> Collected:
         owners = {event.conversation.owner_id for event in events}
         # Locked so an endpoint deleted meanwhile waits for this commit instead of failing it (its deliveries
         # then go with it).
-        endpoints = list(
-            WebhookEndpoint.objects.select_for_update(no_key=True).filter(owner_id__in=owners, active=True)
-        )
+        endpoints = locks.lock_active_endpoints_of(owners)
         now = timezone.now()
         deliveries = [
             _delivery(endpoint, event, now)
@@ -192,12 +186,7 @@ def claim_attempt(delivery_id) -> Attempt | None:
     """Takes a due delivery for one attempt, or None when it is not due, done, or another sender holds it."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        delivery = (
-            WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("endpoint")
-            .filter(id=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-            .first()
-        )
+        delivery = locks.lock_due_delivery(delivery_id, now=now)
         if delivery is None:
             return None
         if not delivery.endpoint.active or _exhausted(delivery, now):
@@ -228,11 +217,7 @@ def record_outcome(attempt: Attempt, *, response_code: int | None, error: str = 
     """
     now = timezone.now()
     with transaction.atomic(durable=True):
-        delivery = (
-            WebhookDelivery.objects.select_for_update()
-            .filter(id=attempt.delivery_id, status=DeliveryStatus.PENDING, attempts=attempt.number)
-            .first()
-        )
+        delivery = locks.lock_delivery_of_attempt(attempt.delivery_id, attempt.number)
         if delivery is None:
             return None
         delivery.last_response_code = response_code
@@ -255,11 +240,7 @@ def resend_deliveries(delivery_ids) -> int:
     """Staff's resend: each delivery is due now again with a fresh series of attempts, under the same id."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        ids = list(
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
-            .filter(id__in=delivery_ids, endpoint__active=True)
-            .values_list("id", flat=True)
-        )
+        ids = locks.lock_free_deliveries(Q(id__in=delivery_ids, endpoint__active=True))
         WebhookDelivery.objects.filter(id__in=ids).update(
             status=DeliveryStatus.PENDING,
             attempts=0,
@@ -279,13 +260,9 @@ def rewake_due_deliveries() -> int:
     now = timezone.now()
     stale = now - timedelta(seconds=settings.IMPO_WEBHOOK_REWAKE_AFTER_SECONDS)
     with transaction.atomic(durable=True):
-        ids = list(
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
-            .filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-            .filter(Q(last_woken_at__isnull=True) | Q(last_woken_at__lt=stale))
-            .order_by("next_attempt_at")
-            .values_list("id", flat=True)[:REWAKE_BATCH]
-        )
+        due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        not_woken_lately = Q(last_woken_at__isnull=True) | Q(last_woken_at__lt=stale)
+        ids = locks.lock_free_deliveries(due & not_woken_lately, order_by="next_attempt_at", limit=REWAKE_BATCH)
         WebhookDelivery.objects.filter(id__in=ids).update(last_woken_at=now)
         for delivery_id in ids:
             wake_delivery(delivery_id)

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from impo.core import telemetry
-from rebyte import bindings
+from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import RemoteSession, RemoteTurn
@@ -95,7 +95,7 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
             return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
         catalog = catalog_for_run(run)
         tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
-        session = rebyte_services.usable_session(
+        session = sessions.usable_session(
             run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
         )
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
-from rebyte import bindings
-from rebyte import services as rebyte_services
+from rebyte import bindings, sessions
 from rebyte.models import RemoteSession
 from runtime import selectors
 from runtime.execution import run_input
@@ -140,7 +139,7 @@ class Following:
 
             def finish(run: lifecycle.FencedRun) -> None:
                 if state == RunState.COMPLETED:
-                    rebyte_services.record_completed_turn(session, items=items, now=timezone.now())
+                    sessions.record_completed_turn(session, items=items, now=timezone.now())
                 lifecycle.finish_in_transaction(run, state, error=error)
 
             self._project_pending(then=finish)

@@ -9,7 +9,7 @@ from rebyte.models import RemoteSession
 from runtime import selectors
 from runtime.execution.live_stream import pause
 from runtime.services import lifecycle
-from tools import dispatch
+from tools import dispatch, receipts
 from tools import services as tool_services
 from tools.models import ToolCall, ToolCallState, ToolReceipt
 
@@ -48,11 +48,11 @@ class FunctionCalls:
                 turn_id=turn_id,
                 call_id=action.call_id,
                 success="error" not in result,
-                text=tool_services.tool_result_text(result),
+                text=receipts.tool_result_text(result),
                 idempotency_key=f"impo-tool-result-{call.id}",
             )
             with self.fence() as run:
-                tool_services.mark_submitted(run, [receipt.id])
+                receipts.mark_submitted(run, [receipt.id])
         return False
 
     def _await_device(self, call: ToolCall) -> ToolReceipt:

@@ -12,7 +12,7 @@ import logging
 from django.utils import timezone
 
 from rebyte import bindings
-from rebyte import services as rebyte_services
+from rebyte import sessions as rebyte_sessions
 from rebyte.client import ProviderError, RebyteGateway, Refused
 from rebyte.models import RemoteSession
 from runtime.services import claims, lifecycle
@@ -26,7 +26,7 @@ def started_over_if_lost(lease, session: RemoteSession | None, refusal: Refused,
     if refusal.status != 404 or session is None:
         return False
     try:
-        gone = rebyte_services.session_is_gone(session, gateway)
+        gone = rebyte_sessions.session_is_gone(session, gateway)
     except ProviderError as exc:
         # Asking brought no answer: an outage like any, backed off without deciding anything.
         cause = f"provider unavailable: {exc}"
@@ -45,7 +45,7 @@ def start_over(lease, *, lost: RemoteSession | None, reason: str) -> None:
     def start_input_over() -> None:
         with claims.fenced(lease) as run:
             if lost is not None:
-                rebyte_services.mark_session_gone(lost, now=timezone.now())
+                rebyte_sessions.mark_session_gone(lost, now=timezone.now())
             bindings.unbind_lost_session(lease.run_id)
             lifecycle.start_input_over(run, reason=reason)
 

@@ -11,7 +11,7 @@ import time
 
 from django.conf import settings
 
-from rebyte import bindings
+from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
 from rebyte.client import Unavailable
 from rebyte.models import CreationIntent, IntentKind, RemoteSession
@@ -42,9 +42,7 @@ class InputPhase:
             self._park(exc)
             return None
         submission = self.run.submission
-        parts = run_input.first_input_parts(
-            submission, carry=rebyte_services.session_has_history(submission.conversation)
-        )
+        parts = run_input.first_input_parts(submission, carry=sessions.session_has_history(submission.conversation))
         instructions = run_input.new_session_instructions(submission, device_tools=self.claimed.device_tools)
         with self.fence() as run:
             self.input_sent = lifecycle.mark_input_sent(run) is not None

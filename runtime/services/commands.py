@@ -31,7 +31,7 @@ from runtime.services.admission import (
     admission_statement,
 )
 from runtime.wire import event_to_wire
-from tools import services as tool_services
+from tools import approvals as tool_approvals
 
 TASK_TITLE_MAX = 120
 
@@ -288,7 +288,7 @@ def _admission_statement(
     return receipt, outcome
 
 
-def answer_tool_approval(*, owner, tool_call_id, answer: tool_services.ApprovalAnswer):
+def answer_tool_approval(*, owner, tool_call_id, answer: tool_approvals.ApprovalAnswer):
     """The owner's approve / deny / edit of a call, and the run made claimable again, in one transaction.
 
     Returns the approval and whether this answer replayed the recorded one. The run is locked before its
@@ -298,7 +298,7 @@ def answer_tool_approval(*, owner, tool_call_id, answer: tool_services.ApprovalA
         run = locks.lock_run(tool_calls__id=tool_call_id, submission__owner=owner)
         if run is None:
             raise NotFound("No such tool call.")
-        approval, replay, events = tool_services.answer_approval(run, tool_call_id, answer, decided_by=owner)
+        approval, replay, events = tool_approvals.answer_approval(run, tool_call_id, answer, decided_by=owner)
         projection.project_events(run, events)
         if not replay:
             lifecycle.requeue_if_answered(run)

@@ -15,8 +15,8 @@ from django.utils import timezone
 from runtime import outbound
 from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
 from runtime.services.projection import project_events
+from tools import approvals as tool_approvals
 from tools import selectors as tool_selectors
-from tools import services as tool_services
 
 
 class FencedRun:
@@ -223,7 +223,7 @@ def cancel(run: Run) -> str:
     now = timezone.now()
     run.cancel_requested_at = now
     run.version += 1
-    project_events(run, tool_services.deny_for_cancel(run))
+    project_events(run, tool_approvals.deny_for_cancel(run))
     if run.state == RunState.PENDING_RECONCILIATION or (run.input_sent_at is None and run.state == RunState.QUEUED):
         finish(run, RunState.CANCELLED, now=now)
     elif run.state == RunState.WAITING_APPROVAL:

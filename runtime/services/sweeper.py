@@ -17,8 +17,8 @@ from runtime import locks, outbound
 from runtime.models import Run
 from runtime.services import lifecycle, projection
 from runtime.services.claims import lease_expired, queued_and_ready
+from tools import approvals as tool_approvals
 from tools import selectors as tool_selectors
-from tools import services as tool_services
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def expire_tool_approvals() -> int:
             Q(id__in=tool_selectors.runs_with_expired_approvals(timezone.now())), order_by="id", limit=SWEEP_BATCH
         )
         for run in runs:
-            count, events = tool_services.deny_expired(run)
+            count, events = tool_approvals.deny_expired(run)
             projection.project_events(run, events)
             denied += count
             lifecycle.requeue_if_answered(run)

@@ -8,9 +8,21 @@ from runtime.services.admission import MessageCommand
 from runtime.services.commands import open_task
 from tools.definitions import MAIN_CHAT_ONLY, TASK_PROMPT_MAX
 from tools.models import SideEffect
-from tools.registry import RetryPolicy, ToolDefinition, ToolInvocation, registry
+from tools.registry import ToolInvocation, tool
 
 
+@tool(
+    description="Starts a background Task that works on the prompt in its own conversation.",
+    properties={
+        "prompt": {"type": "string", "minLength": 1, "maxLength": TASK_PROMPT_MAX},
+        "title": {"type": "string", "minLength": 1, "maxLength": 120},
+    },
+    required=("prompt",),
+    side_effect=SideEffect.TRANSACTIONAL,
+    contexts=MAIN_CHAT_ONLY,
+    timeout=10.0,
+    creates_tasks=True,
+)
 def create_task(call: ToolInvocation) -> dict:
     # Same transaction as the receipt; the client message id derived from the call makes a second
     # admission for this call impossible (unique per owner) even if the receipt were bypassed.
@@ -24,26 +36,3 @@ def create_task(call: ToolInvocation) -> dict:
         "conversationId": str(receipt.conversation_id),
         "submissionId": str(receipt.submission_id),
     }
-
-
-registry.register(
-    ToolDefinition(
-        name="create_task",
-        description="Starts a background Task that works on the prompt in its own conversation.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "minLength": 1, "maxLength": TASK_PROMPT_MAX},
-                "title": {"type": "string", "minLength": 1, "maxLength": 120},
-            },
-            "required": ["prompt"],
-            "additionalProperties": False,
-        },
-        side_effect=SideEffect.TRANSACTIONAL,
-        contexts=MAIN_CHAT_ONLY,
-        timeout_seconds=10.0,
-        retry=RetryPolicy(attempts=2, backoff_seconds=0.2),
-        creates_tasks=True,
-        handler=create_task,
-    )
-)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from rebyte import services
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
+from rebyte.sessions import usable_session
 from runtime.models import Conversation, ConversationKind
 from runtime.services.commands import ensure_main_conversation
 
@@ -156,7 +157,7 @@ def spend(session: RemoteSession, *, turns: int = 0, tokens: int | None = 100, i
 def test_main_chat_rotates_its_session_at_each_limit(session, spent, reason):
     spend(session, **spent)
 
-    assert services.usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) is None
+    assert usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) is None
 
     session.refresh_from_db()
     assert (session.state, session.rotation_reason) == (SessionState.HISTORICAL, reason)
@@ -165,15 +166,15 @@ def test_main_chat_rotates_its_session_at_each_limit(session, spent, reason):
 def test_a_session_under_every_limit_is_kept(session):
     spend(session, turns=7, tokens=11_999, idle=timedelta(hours=5, minutes=59))
 
-    assert services.usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) == session
+    assert usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) == session
 
 
 def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, user):
     task = Conversation.objects.create(owner=user, kind=ConversationKind.TASK, title="t")
     RemoteSession.objects.filter(id=session.id).update(conversation=task, turn_count=50)
 
-    assert services.usable_session(task, fingerprint="tools-a", now=timezone.now()) == session
-    assert services.usable_session(task, fingerprint="tools-b", now=timezone.now()) is None
+    assert usable_session(task, fingerprint="tools-a", now=timezone.now()) == session
+    assert usable_session(task, fingerprint="tools-b", now=timezone.now()) is None
     session.refresh_from_db()
     assert session.rotation_reason == "tools"
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from runtime.models import Event, EventType, Run
 from runtime.services import claims
 from tests.devices import claim, register_device, report
-from tools import services
+from tools import device_bridge, services
 from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState, ToolReceipt
 
 pytestmark = pytest.mark.django_db
@@ -167,7 +167,7 @@ def test_withdrawing_a_claimed_invocation_makes_its_call_uncertain(invocation, d
     Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now(), input_sent_at=timezone.now())
 
     with claims.fenced(claims.claim_run(run.id, "worker-b")) as locked:
-        receipt, events = services.withdraw_invocation(locked, "call_1")
+        receipt, events = device_bridge.withdraw_invocation(locked, "call_1")
         locked.append(events)
 
     assert receipt.result["error"]["code"] == "invocation_cancelled"

@@ -24,6 +24,7 @@ from tools.models import (
     ToolCallState,
     ToolReceipt,
 )
+from tools.receipts import tool_result_text
 from tools.registry import Approval, ToolDefinition, registry
 
 pytestmark = pytest.mark.django_db
@@ -161,7 +162,7 @@ def test_denying_settles_the_call_with_the_reason_the_agent_reads(api, save_note
     call.refresh_from_db()
     assert (call.state, call.error_code) == (ToolCallState.FAILED, "approval_denied")
     receipt = ToolReceipt.objects.get(tool_call=call)
-    assert services.tool_result_text(receipt.result) == "approval_denied: The user denied this call: not today"
+    assert tool_result_text(receipt.result) == "approval_denied: The user denied this call: not today"
     assert Run.objects.get(id=call.run_id).state == RunState.QUEUED
 
 

@@ -1,0 +1,60 @@
+"""Every row lock webhooks takes: pending source events, endpoints and deliveries (the global order, with every
+app's rows, is in docs/locking.md: user, then pending source event, then endpoint, then delivery).
+
+FOR NO KEY UPDATE wherever the row is changed in place; FOR UPDATE only where it is deleted (an endpoint, a
+pending source event). The loops' batches skip what another transaction holds: the next pass finds it.
+"""
+
+from django.db.models import Q
+
+from impo.core.errors import NotFound
+from webhooks.models import DeliveryStatus, PendingSourceEvent, WebhookDelivery, WebhookEndpoint
+
+
+def lock_endpoint_for_owner(owner, endpoint_id, *, to_delete: bool = False) -> WebhookEndpoint:
+    """The owner's endpoint, to change or (`to_delete`) to delete; another user's is not found, like a missing one."""
+    endpoint = (
+        WebhookEndpoint.objects.select_for_update(no_key=not to_delete).filter(id=endpoint_id, owner=owner).first()
+    )
+    if endpoint is None:
+        raise NotFound("No such webhook endpoint.")
+    return endpoint
+
+
+def lock_active_endpoints_of(owner_ids) -> list[WebhookEndpoint]:
+    """The owners' active endpoints, held so one deleted meanwhile waits for the deliveries made to it."""
+    return list(WebhookEndpoint.objects.select_for_update(no_key=True).filter(owner_id__in=owner_ids, active=True))
+
+
+def lock_free_source_events(limit: int) -> list:
+    """Up to `limit` ids of events waiting to be collected that no other collector holds, oldest first; the caller
+    deletes their markers."""
+    markers = PendingSourceEvent.objects.select_for_update(skip_locked=True).order_by("event")
+    return list(markers.values_list("event_id", flat=True)[:limit])
+
+
+def lock_due_delivery(delivery_id, *, now) -> WebhookDelivery | None:
+    """The delivery with its endpoint (not locked) if it is pending, due and no other sender holds it."""
+    return (
+        WebhookDelivery.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
+        .select_related("endpoint")
+        .filter(id=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .first()
+    )
+
+
+def lock_delivery_of_attempt(delivery_id, attempt_number: int) -> WebhookDelivery | None:
+    """The delivery while that attempt is still its latest and it is pending, waiting for its holder."""
+    return (
+        WebhookDelivery.objects.select_for_update(no_key=True)
+        .filter(id=delivery_id, status=DeliveryStatus.PENDING, attempts=attempt_number)
+        .first()
+    )
+
+
+def lock_free_deliveries(condition: Q, *, order_by: str = "id", limit: int | None = None) -> list:
+    """Ids of deliveries matching `condition` that no other transaction holds (the staff's resend, the re-wake
+    loop); the caller updates them by id."""
+    deliveries = WebhookDelivery.objects.select_for_update(no_key=True, skip_locked=True).filter(condition)
+    ids = deliveries.order_by(order_by).values_list("id", flat=True)
+    return list(ids[:limit] if limit is not None else ids)

@@ -7,6 +7,7 @@ import uuid
 
 from django.utils import timezone
 
+from impo.error_codes import ErrorCode
 from impo.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
 from tools.models import OPEN_INVOCATION_STATUSES, Device, DeviceInvocation, InvocationStatus, ToolCallState
@@ -49,7 +50,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
     events = []
     for invocation in invocations:
         message = f"The device no longer offers {invocation.tool_call.tool_name}."
-        events += end_invocation(run, invocation, InvocationStatus.REVOKED, "permission_revoked", message)[1]
+        events += end_invocation(run, invocation, InvocationStatus.REVOKED, ErrorCode.PERMISSION_REVOKED, message)[1]
     return events
 
 
@@ -65,9 +66,9 @@ def locked_invocation(run: Run, invocation_id: uuid.UUID, device_id: uuid.UUID) 
 
 # Why an invocation no longer accepts a claim or a first result, in the codes the original's apps know.
 _GONE = {
-    InvocationStatus.EXPIRED: ("invocation_expired", "This invocation expired."),
-    InvocationStatus.CANCELLED: ("invocation_cancelled", "The run of this invocation was cancelled."),
-    InvocationStatus.REVOKED: ("permission_revoked", "The device no longer offers this tool."),
+    InvocationStatus.EXPIRED: (ErrorCode.INVOCATION_EXPIRED, "This invocation expired."),
+    InvocationStatus.CANCELLED: (ErrorCode.INVOCATION_CANCELLED, "The run of this invocation was cancelled."),
+    InvocationStatus.REVOKED: (ErrorCode.PERMISSION_REVOKED, "The device no longer offers this tool."),
 }
 
 
@@ -77,9 +78,9 @@ def _refuse_if_gone(run: Run, invocation: DeviceInvocation) -> None:
         code, message = _GONE[invocation.status]
         raise Gone(message, code=code)
     if run.cancel_requested_at is not None:
-        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code="invocation_cancelled")
+        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code=ErrorCode.INVOCATION_CANCELLED)
     if timezone.now() >= invocation.expires_at:
-        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code="invocation_expired")
+        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code=ErrorCode.INVOCATION_EXPIRED)
 
 
 def claim_locked_invocation(run: Run, invocation: DeviceInvocation) -> Events:
@@ -115,14 +116,14 @@ def complete_locked_invocation(
     device saved its result before posting it and may post it again until it hears back.
     """
     if invocation.execution_id is not None and invocation.execution_id != execution_id:
-        raise Conflict("This result is for another execution of the invocation.", code="execution_mismatch")
+        raise Conflict("This result is for another execution of the invocation.", code=ErrorCode.EXECUTION_MISMATCH)
     if invocation.status == InvocationStatus.COMPLETED:
         if invocation.result != report:
-            raise Conflict("A different result was already recorded.", code="idempotency_conflict")
+            raise Conflict("A different result was already recorded.", code=ErrorCode.IDEMPOTENCY_CONFLICT)
         return True, []
     _refuse_if_gone(run, invocation)
     if invocation.status == InvocationStatus.PENDING:
-        raise Conflict("Claim the invocation before reporting its result.", code="invocation_not_claimed")
+        raise Conflict("Claim the invocation before reporting its result.", code=ErrorCode.INVOCATION_NOT_CLAIMED)
     invocation.status = InvocationStatus.COMPLETED
     invocation.result = report
     invocation.completed_at = timezone.now()
@@ -135,5 +136,5 @@ def _device_result(report: dict) -> dict:
         return {"output": report.get("output")}
     error = report.get("error")
     if isinstance(error, dict):
-        return error_result(str(error.get("code") or "device_error"), str(error.get("message") or ""))
-    return error_result("device_error", str(error or "The device reported a failure."))
+        return error_result(str(error.get("code") or ErrorCode.DEVICE_ERROR), str(error.get("message") or ""))
+    return error_result(ErrorCode.DEVICE_ERROR, str(error or "The device reported a failure."))

@@ -23,6 +23,7 @@ from psycopg import errors as pg_errors
 
 from impo import telemetry
 from impo.database import release_connection
+from impo.error_codes import ErrorCode
 from tools import services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.registry import ToolDefinition, ToolError, ToolInvocation, ToolUnavailable, registry
@@ -113,7 +114,7 @@ def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> Too
             last_failure = services.error_result(exc.code, exc.message)
         except _TimedOut:
             last_failure = services.error_result(
-                "timeout", f"{definition.name} did not finish within {definition.timeout:g} seconds."
+                ErrorCode.TIMEOUT, f"{definition.name} did not finish within {definition.timeout:g} seconds."
             )
         except ToolError as exc:
             return _save_result(fence, call, services.error_result(exc.code, exc.message))

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from impo import telemetry
+from impo.error_codes import ErrorCode
 from impo.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.models import EventType, Run
 from tools.models import (
@@ -140,7 +141,7 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> tuple[ToolCa
 
 
 def _no_device(name: str) -> dict:
-    return error_result("no_device", f"No registered device of this user can run {name}.")
+    return error_result(ErrorCode.NO_DEVICE, f"No registered device of this user can run {name}.")
 
 
 def _open_invocation(call: ToolCall, definition: ToolDefinition, device: Device) -> dict:
@@ -164,12 +165,12 @@ def _open_invocation(call: ToolCall, definition: ToolDefinition, device: Device)
 
 def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | None) -> dict | None:
     if definition is None:
-        return error_result("unknown_tool", f"No tool named {name!r} is available here.")
+        return error_result(ErrorCode.UNKNOWN_TOOL, f"No tool named {name!r} is available here.")
     if arguments is None:
-        return error_result("invalid_arguments", "The arguments must be a JSON object.")
+        return error_result(ErrorCode.INVALID_ARGUMENTS, "The arguments must be a JSON object.")
     problem = definition.validation_error(arguments)
     if problem is not None:
-        return error_result("invalid_arguments", problem)
+        return error_result(ErrorCode.INVALID_ARGUMENTS, problem)
     return None
 
 
@@ -236,7 +237,7 @@ def expire_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Event
     invocation.status = InvocationStatus.EXPIRED
     invocation.save(update_fields=["status"])
     message = "The device did not report a result before the deadline; the action may or may not have run."
-    return _make_uncertain(locked_call(run, call_id), "device_timeout", message)
+    return _make_uncertain(locked_call(run, call_id), ErrorCode.DEVICE_TIMEOUT, message)
 
 
 def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
@@ -247,7 +248,9 @@ def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Eve
     invocation = _locked_invocation_of_call(run, call_id)
     if invocation.status not in OPEN_INVOCATION_STATUSES:
         return None, []
-    return end_invocation(run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled.")
+    return end_invocation(
+        run, invocation, InvocationStatus.CANCELLED, ErrorCode.INVOCATION_CANCELLED, "The run was cancelled."
+    )
 
 
 # --- approval: a person's answer gates the dispatch (README "Tool approval") --------------------------
@@ -347,8 +350,8 @@ def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalA
 
 # Why a decided approval takes no answer any more, when no person decided it.
 _APPROVAL_GONE = {
-    ApprovalOutcome.TIMED_OUT: ("approval_expired", "No answer came before this approval's deadline."),
-    ApprovalOutcome.CANCELLED: ("approval_cancelled", "The run of this call was cancelled."),
+    ApprovalOutcome.TIMED_OUT: (ErrorCode.APPROVAL_EXPIRED, "No answer came before this approval's deadline."),
+    ApprovalOutcome.CANCELLED: (ErrorCode.APPROVAL_CANCELLED, "The run of this call was cancelled."),
 }
 
 
@@ -373,16 +376,16 @@ def answer_approval(
         if approval.client_decision_id == answer.client_decision_id:
             if approval.answer != answer.to_record():
                 raise Conflict(
-                    "This clientDecisionId was already used for another answer.", code="idempotency_conflict"
+                    "This clientDecisionId was already used for another answer.", code=ErrorCode.IDEMPOTENCY_CONFLICT
                 )
             return approval, True, []
         if _same_decision(call, approval, answer):
             return approval, True, []
-        raise Conflict("This call was already answered differently.", code="approval_conflict")
+        raise Conflict("This call was already answered differently.", code=ErrorCode.APPROVAL_CONFLICT)
     if run.cancel_requested_at is not None:
-        raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code="approval_cancelled")
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code=ErrorCode.APPROVAL_CANCELLED)
     if timezone.now() >= approval.expires_at:
-        raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code="approval_expired")
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code=ErrorCode.APPROVAL_EXPIRED)
     if answer.approve:
         return approval, False, _approve(run, call, approval, answer, decided_by)
     message = f"The user denied this call: {answer.reason}" if answer.reason else "The user denied this call."
@@ -444,7 +447,7 @@ def record_staff_finding(run: Run, tool_call_id: uuid.UUID, *, succeeded: bool, 
     resolved by staff. The agent was already told the outcome was unknown and the run went on."""
     call = ToolCall.objects.select_for_update().get(id=tool_call_id, run_id=run.id)
     if call.state != ToolCallState.UNCERTAIN:
-        raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
+        raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code=ErrorCode.NOT_UNCERTAIN)
     call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)
     call.resolution_note = note
     call.resolved_at = timezone.now()

@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from impo import telemetry
+from impo.error_codes import ErrorCode, RunError
 from rebyte import bindings
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
@@ -86,12 +87,12 @@ def execute_run(run_id, worker_id: str) -> None:
         except services.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
-            _finish_quietly(lease, RunState.FAILED, ("provider_rejected", str(exc), False))
+            _finish_quietly(lease, RunState.FAILED, RunError(ErrorCode.PROVIDER_REJECTED, str(exc)))
         except rebyte_services.AgentGone:
-            healing.start_over(lease, lost=None, reason="agent_not_found")
+            healing.start_over(lease, lost=None, reason=ErrorCode.AGENT_NOT_FOUND)
         except Refused as exc:
             if not healing.started_over_if_lost(lease, driver.session, exc, driver.gateway):
-                _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
+                _finish_quietly(lease, RunState.FAILED, RunError(ErrorCode.PROVIDER_ERROR, str(exc)))
         except (Unavailable, UnknownOutcome) as exc:
             _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
         except Exception as exc:
@@ -129,7 +130,7 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
 
 
-def _finish_quietly(lease, state, error) -> None:
+def _finish_quietly(lease, state, error: RunError) -> None:
     try:
         services.finish_run(lease, state, error=error)
     except services.LeaseLost as exc:
@@ -366,10 +367,8 @@ class _RunDriver:
         self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
-            error = None
-            if state == RunState.FAILED:
-                code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
-                error = (code, message, False)
+            failure = turn.error or RunError(ErrorCode.TURN_FAILED, "")  # a failed turn's own code passes through
+            error = RunError(failure.code, failure.message) if state == RunState.FAILED else None
 
             def finish(run: services.FencedRun) -> None:
                 if state == RunState.COMPLETED:

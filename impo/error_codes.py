@@ -36,7 +36,8 @@ class ErrorCode(StrEnum):
         "webhook_target_forbidden",
         400,
         False,
-        "The webhook URL is plain http where https is required, or its host is not a public address.",
+        "The webhook URL is plain http where https is required, or its host resolves to a loopback, private,"
+        " link-local, multicast, reserved or unspecified address.",
     )
     UNAUTHORIZED = "unauthorized", 401, False, "No valid session or token."
     FORBIDDEN = "forbidden", 403, False, "Authenticated, but not allowed to do this."
@@ -138,7 +139,33 @@ class ErrorCode(StrEnum):
 
 
 HTTP_CODES = tuple(code for code in ErrorCode if code.status is not None)
-RESOURCE_CODES = tuple(code for code in ErrorCode if code.status is None)
+# What a Submission's `error.code` may say, besides the provider's own code of a failed turn.
+RUN_ERROR_CODES = (
+    ErrorCode.PROVIDER_REJECTED,
+    ErrorCode.PROVIDER_ERROR,
+    ErrorCode.TURN_FAILED,
+    ErrorCode.MAX_ATTEMPTS_EXCEEDED,
+    ErrorCode.FAILED_BY_STAFF,
+    ErrorCode.PENDING_RECONCILIATION,
+)
+# Why a run started over in a new session (the `reason` of a run.session_replaced event).
+START_OVER_REASONS = (ErrorCode.SESSION_NOT_FOUND, ErrorCode.AGENT_NOT_FOUND)
+# What a tool call's error code may say, besides the code a device reports with a failed result.
+TOOL_ERROR_CODES = (
+    ErrorCode.UNKNOWN_TOOL,
+    ErrorCode.INVALID_ARGUMENTS,
+    ErrorCode.NO_DEVICE,
+    ErrorCode.TOOL_UNAVAILABLE,
+    ErrorCode.TIMEOUT,
+    ErrorCode.DEVICE_TIMEOUT,
+    ErrorCode.DEVICE_ERROR,
+    ErrorCode.INVOCATION_CANCELLED,
+    ErrorCode.PERMISSION_REVOKED,
+    ErrorCode.APPROVAL_DENIED,
+    ErrorCode.APPROVAL_TIMEOUT,
+    ErrorCode.RUN_CANCELLED,
+    ErrorCode.RECONCILED_FAILED,
+)
 
 
 @dataclass(frozen=True)

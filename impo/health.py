@@ -11,6 +11,7 @@ from temporalio.client import Client as TemporalClient
 
 from impo import worker_liveness
 from impo.core.authentication import request_user
+from impo.core.error_codes import ErrorCode
 from impo.core.middleware import request_id_for
 
 READINESS_TIMEOUT_SECONDS = 2.0
@@ -92,13 +93,13 @@ def ready(request):
         # Exception text names hosts, ports and versions: only staff see it.
         detailed = _staff(request)
         body["error"] = {
-            "code": "not_ready",
+            "code": ErrorCode.NOT_READY,
             "message": (
                 "; ".join(f"{name}: {problem}" for name, problem in failing.items())
                 if detailed
                 else "Not ready: " + ", ".join(failing) + "."
             ),
-            "retryable": True,
+            "retryable": ErrorCode.NOT_READY.retryable,
         }
         body["requestId"] = request_id_for(request)
     return JsonResponse(body, status=200 if not failing else 503)

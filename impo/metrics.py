@@ -20,7 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from impo.core.authentication import bearer_key, request_user
-from impo.core.errors import error_body, unauthorized
+from impo.core.error_codes import ErrorCode
+from impo.core.errors import error_response, unauthorized
 from rebyte import provider_errors
 from rebyte.models import CreationIntent, IntentState
 from runtime.models import Run, RunState
@@ -129,13 +130,13 @@ def _refusal(request) -> JsonResponse | None:
     if user is None:
         return unauthorized(request)
     if not user.is_staff:
-        return JsonResponse(error_body(request, "forbidden", "Metrics are for staff."), status=403)
+        return error_response(request, ErrorCode.FORBIDDEN, "Metrics are for staff.")
     return None
 
 
 def metrics(request):
     if request.method not in ("GET", "HEAD"):
-        return JsonResponse(error_body(request, "method_not_allowed", "Use GET."), status=405)
+        return error_response(request, ErrorCode.METHOD_NOT_ALLOWED, "Use GET.")
     try:
         refusal = _refusal(request)
         if refusal is not None:
@@ -143,6 +144,5 @@ def metrics(request):
         exposition = generate_latest(registry)
     except DatabaseError:
         logger.exception("metrics could not be read")
-        body = error_body(request, "service_unavailable", "The metrics could not be read.", True)
-        return JsonResponse(body, status=503)
+        return error_response(request, ErrorCode.SERVICE_UNAVAILABLE, "The metrics could not be read.")
     return HttpResponse(exposition, content_type=CONTENT_TYPE_LATEST)

@@ -178,6 +178,7 @@ SPECTACULAR_SETTINGS = {
         "PlanRunStatusEnum": "scheduling.serializers.PLAN_RUN_STATUSES",
         "EventTypeEnum": "runtime.models.EventType",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
+        "ErrorCodeEnum": "impo.core.openapi.HTTP_CODE_CHOICES",
     },
 }
 

@@ -6,6 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
+from impo.core.error_codes import ErrorCode
 from impo.core.openapi import WRITE_ERRORS, responses
 from impo.core.serializers import validated
 from impo.core.views import IcaAPIView
@@ -22,6 +23,8 @@ from scheduling.serializers import (
 )
 
 _plan_id = extend_schema(parameters=[OpenApiParameter("plan_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
+# A schedule the service refuses (one the body's own validation passed).
+SCHEDULE_REFUSALS = (ErrorCode.INVALID_TASK_SCHEDULE, ErrorCode.SCHEDULE_IN_PAST)
 
 
 class ScheduledTasksView(IcaAPIView):
@@ -30,7 +33,17 @@ class ScheduledTasksView(IcaAPIView):
         plans = selectors.live_plans_for_owner(request.user)
         return Response({"schedules": [selectors.plan_to_wire(plan) for plan in plans]})
 
-    @extend_schema(request=PlanCreateSerializer, responses=responses({201: PlanSerializer}, 409, 410, *WRITE_ERRORS))
+    @extend_schema(
+        request=PlanCreateSerializer,
+        responses=responses(
+            {201: PlanSerializer},
+            *SCHEDULE_REFUSALS,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.SCHEDULE_LIMIT_REACHED,
+            ErrorCode.SCHEDULE_DELETED,
+            *WRITE_ERRORS,
+        ),
+    )
     def post(self, request):
         serializer = validated(PlanCreateSerializer, request.data)
         plan = services.create_plan(
@@ -48,7 +61,15 @@ class ScheduledTaskView(IcaAPIView):
         return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
 
     @extend_schema(
-        request=PlanUpdateSerializer, responses=responses({200: PlanSerializer}, 404, 409, 410, *WRITE_ERRORS)
+        request=PlanUpdateSerializer,
+        responses=responses(
+            {200: PlanSerializer},
+            404,
+            *SCHEDULE_REFUSALS,
+            ErrorCode.SCHEDULE_CHANGED,
+            ErrorCode.SCHEDULE_DELETED,
+            *WRITE_ERRORS,
+        ),
     )
     def put(self, request, plan_id: uuid.UUID):
         serializer = validated(PlanUpdateSerializer, request.data)
@@ -61,7 +82,8 @@ class ScheduledTaskView(IcaAPIView):
         return Response(selectors.plan_to_wire(plan))
 
     @extend_schema(
-        request=PlanDeleteSerializer, responses=responses({200: PlanDeletedSerializer}, 404, 409, *WRITE_ERRORS)
+        request=PlanDeleteSerializer,
+        responses=responses({200: PlanDeletedSerializer}, 404, ErrorCode.SCHEDULE_CHANGED, *WRITE_ERRORS),
     )
     def delete(self, request, plan_id: uuid.UUID):
         revision = validated(PlanDeleteSerializer, request.data).validated_data["revision"]
@@ -73,7 +95,10 @@ class ScheduledTaskView(IcaAPIView):
 class ScheduledTaskRunsView(IcaAPIView):
     query_serializer = RunsQuerySerializer
 
-    @extend_schema(parameters=[RunsQuerySerializer], responses=responses({200: PlanRunsPageSerializer}, 400, 404))
+    @extend_schema(
+        parameters=[RunsQuerySerializer],
+        responses=responses({200: PlanRunsPageSerializer}, ErrorCode.INVALID_CURSOR, 404),
+    )
     def get(self, request, plan_id: uuid.UUID):
         plan = selectors.plan_for_owner(request.user, plan_id)
         return Response(selectors.runs_page(plan, before=self.query.get("before")))

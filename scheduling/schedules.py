@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
+from impo.core.error_codes import ErrorCode
 from impo.core.patterns import NOT_WHITESPACE, WHITESPACE
 from impo.core.time_zones import iana_time_zone_names
 
@@ -45,7 +46,7 @@ class ScheduleError(ValueError):
     `code` is the original contract's name for it: `invalid_task_schedule`, or `schedule_in_past`.
     """
 
-    def __init__(self, field: str, message: str, *, code: str = "invalid_task_schedule") -> None:
+    def __init__(self, field: str, message: str, *, code: ErrorCode = ErrorCode.INVALID_TASK_SCHEDULE) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
@@ -260,7 +261,7 @@ def _parse_run_at(value: object, now: datetime | None) -> datetime:
     if run_at.utcoffset() is None:
         raise ScheduleError("schedule.runAt", "must include a UTC offset, such as 2026-05-01T09:00:00+02:00")
     if now is not None and run_at <= now:
-        raise ScheduleError("schedule.runAt", "must be in the future", code="schedule_in_past")
+        raise ScheduleError("schedule.runAt", "must be in the future", code=ErrorCode.SCHEDULE_IN_PAST)
     return run_at.astimezone(UTC)
 
 

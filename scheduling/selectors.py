@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.db.models import F
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import InvalidRequest, NotFound
 from runtime.models import ACTIVE_RUN_STATES, Run
 from runtime.selectors import task_statuses
@@ -126,9 +127,9 @@ def _decode_cursor(cursor: str) -> datetime:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         value = datetime.fromisoformat(text)
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidRequest(_NOT_A_CURSOR, code="invalid_cursor") from None
+        raise InvalidRequest(_NOT_A_CURSOR, code=ErrorCode.INVALID_CURSOR) from None
     if value.utcoffset() is None:
-        raise InvalidRequest(_NOT_A_CURSOR, code="invalid_cursor")
+        raise InvalidRequest(_NOT_A_CURSOR, code=ErrorCode.INVALID_CURSOR)
     return value
 
 

@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from temporalio.service import RPCError
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime import locks as runtime_locks
 from runtime import outbound
@@ -65,7 +66,7 @@ def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: dat
             if ScheduledTask.objects.filter(owner=owner, deleted_at__isnull=True).count() >= MAX_LIVE_PLANS:
                 raise Conflict(
                     f"An account can have at most {MAX_LIVE_PLANS} scheduled tasks; delete one first.",
-                    code="schedule_limit_reached",
+                    code=ErrorCode.SCHEDULE_LIMIT_REACHED,
                 )
             plan = ScheduledTask.objects.create(
                 owner=owner,
@@ -102,7 +103,9 @@ def update_plan(
         if plan.revision != revision:
             if plan.previous_revision == revision and plan.change_fingerprint == fingerprint:
                 return plan
-            raise Conflict("The scheduled task changed since this revision; reload it.", code="schedule_changed")
+            raise Conflict(
+                "The scheduled task changed since this revision; reload it.", code=ErrorCode.SCHEDULE_CHANGED
+            )
         # An unchanged schedule is kept as is (a once-plan that already fired can still be renamed); a new one
         # must be valid now.
         schedule = stored if stored.to_json() == plan.schedule else _new_schedule(command.schedule, now)
@@ -129,7 +132,9 @@ def delete_plan(*, owner, plan_id: uuid.UUID, revision: uuid.UUID, now: datetime
         if plan.deleted_at is not None:
             return  # deleting a deleted plan answers as the first delete did, whatever revision it names
         if plan.revision != revision:
-            raise Conflict("The scheduled task changed since this revision; reload it.", code="schedule_changed")
+            raise Conflict(
+                "The scheduled task changed since this revision; reload it.", code=ErrorCode.SCHEDULE_CHANGED
+            )
         plan.deleted_at = now
         plan.next_run_at = None
         plan.generation += 1
@@ -275,10 +280,10 @@ def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> Scheduled
         return None
     if plan.request_fingerprint != fingerprint:
         raise Conflict(
-            "This clientRequestId was already used for a different scheduled task.", code="idempotency_conflict"
+            "This clientRequestId was already used for a different scheduled task.", code=ErrorCode.IDEMPOTENCY_CONFLICT
         )
     if plan.deleted_at is not None:
-        raise Gone("This clientRequestId created a scheduled task that was deleted.", code="schedule_deleted")
+        raise Gone("This clientRequestId created a scheduled task that was deleted.", code=ErrorCode.SCHEDULE_DELETED)
     return plan
 
 
@@ -288,5 +293,5 @@ def _locked_live_plan(owner, plan_id: uuid.UUID) -> ScheduledTask:
     if plan is None:
         raise NotFound("No such scheduled task.")
     if plan.deleted_at is not None:
-        raise Gone("This scheduled task was deleted.", code="schedule_deleted")
+        raise Gone("This scheduled task was deleted.", code=ErrorCode.SCHEDULE_DELETED)
     return plan

@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.models import EventType, Run
 from tools import locks
@@ -116,8 +117,8 @@ def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalA
 
 # Why a decided approval takes no answer any more, when no person decided it.
 _APPROVAL_GONE = {
-    ApprovalOutcome.TIMED_OUT: ("approval_expired", "No answer came before this approval's deadline."),
-    ApprovalOutcome.CANCELLED: ("approval_cancelled", "The run of this call was cancelled."),
+    ApprovalOutcome.TIMED_OUT: (ErrorCode.APPROVAL_EXPIRED, "No answer came before this approval's deadline."),
+    ApprovalOutcome.CANCELLED: (ErrorCode.APPROVAL_CANCELLED, "The run of this call was cancelled."),
 }
 
 
@@ -142,16 +143,16 @@ def answer_approval(
         if approval.client_decision_id == answer.client_decision_id:
             if approval.answer != answer.to_record():
                 raise Conflict(
-                    "This clientDecisionId was already used for another answer.", code="idempotency_conflict"
+                    "This clientDecisionId was already used for another answer.", code=ErrorCode.IDEMPOTENCY_CONFLICT
                 )
             return approval, True, []
         if _same_decision(call, approval, answer):
             return approval, True, []
-        raise Conflict("This call was already answered differently.", code="approval_conflict")
+        raise Conflict("This call was already answered differently.", code=ErrorCode.APPROVAL_CONFLICT)
     if run.cancel_requested_at is not None:
-        raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code="approval_cancelled")
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.CANCELLED][1], code=ErrorCode.APPROVAL_CANCELLED)
     if timezone.now() >= approval.expires_at:
-        raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code="approval_expired")
+        raise Gone(_APPROVAL_GONE[ApprovalOutcome.TIMED_OUT][1], code=ErrorCode.APPROVAL_EXPIRED)
     if answer.approve:
         return approval, False, _approve(run, call, approval, answer, decided_by)
     message = f"The user denied this call: {answer.reason}" if answer.reason else "The user denied this call."

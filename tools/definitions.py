@@ -5,6 +5,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 
+from impo.core.error_codes import ErrorCode
 from runtime.models import ConversationKind
 from tools.models import Note, SideEffect
 from tools.registry import ToolError, ToolInvocation, device_tool, tool
@@ -27,7 +28,7 @@ def current_time(call: ToolInvocation) -> dict:
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ToolError("invalid_arguments", f"timeZone: unknown time zone {zone_name!r}") from None
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"timeZone: unknown time zone {zone_name!r}") from None
     return {"now": datetime.now(zone).isoformat(), "timeZone": zone_name}
 
 

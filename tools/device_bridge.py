@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from impo.core import telemetry
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
 from tools import locks
@@ -58,7 +59,7 @@ def revoke_dropped_tools(run: Run, device: Device) -> Events:
     events = []
     for invocation in invocations:
         message = f"The device no longer offers {invocation.tool_call.tool_name}."
-        events += end_invocation(run, invocation, InvocationStatus.REVOKED, "permission_revoked", message)[1]
+        events += end_invocation(run, invocation, InvocationStatus.REVOKED, ErrorCode.PERMISSION_REVOKED, message)[1]
     return events
 
 
@@ -72,9 +73,9 @@ def locked_invocation(run: Run, invocation_id: uuid.UUID, device_id: uuid.UUID) 
 
 # Why an invocation no longer accepts a claim or a first result, in the codes the original's apps know.
 _GONE = {
-    InvocationStatus.EXPIRED: ("invocation_expired", "This invocation expired."),
-    InvocationStatus.CANCELLED: ("invocation_cancelled", "The run of this invocation was cancelled."),
-    InvocationStatus.REVOKED: ("permission_revoked", "The device no longer offers this tool."),
+    InvocationStatus.EXPIRED: (ErrorCode.INVOCATION_EXPIRED, "This invocation expired."),
+    InvocationStatus.CANCELLED: (ErrorCode.INVOCATION_CANCELLED, "The run of this invocation was cancelled."),
+    InvocationStatus.REVOKED: (ErrorCode.PERMISSION_REVOKED, "The device no longer offers this tool."),
 }
 
 
@@ -84,9 +85,9 @@ def _refuse_if_gone(run: Run, invocation: DeviceInvocation) -> None:
         code, message = _GONE[invocation.status]
         raise Gone(message, code=code)
     if run.cancel_requested_at is not None:
-        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code="invocation_cancelled")
+        raise Gone(_GONE[InvocationStatus.CANCELLED][1], code=ErrorCode.INVOCATION_CANCELLED)
     if timezone.now() >= invocation.expires_at:
-        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code="invocation_expired")
+        raise Gone(_GONE[InvocationStatus.EXPIRED][1], code=ErrorCode.INVOCATION_EXPIRED)
 
 
 def claim_locked_invocation(run: Run, invocation: DeviceInvocation) -> Events:
@@ -122,14 +123,14 @@ def complete_locked_invocation(
     device saved its result before posting it and may post it again until it hears back.
     """
     if invocation.execution_id is not None and invocation.execution_id != execution_id:
-        raise Conflict("This result is for another execution of the invocation.", code="execution_mismatch")
+        raise Conflict("This result is for another execution of the invocation.", code=ErrorCode.EXECUTION_MISMATCH)
     if invocation.status == InvocationStatus.COMPLETED:
         if invocation.result != report:
-            raise Conflict("A different result was already recorded.", code="idempotency_conflict")
+            raise Conflict("A different result was already recorded.", code=ErrorCode.IDEMPOTENCY_CONFLICT)
         return True, []
     _refuse_if_gone(run, invocation)
     if invocation.status == InvocationStatus.PENDING:
-        raise Conflict("Claim the invocation before reporting its result.", code="invocation_not_claimed")
+        raise Conflict("Claim the invocation before reporting its result.", code=ErrorCode.INVOCATION_NOT_CLAIMED)
     invocation.status = InvocationStatus.COMPLETED
     invocation.result = report
     invocation.completed_at = timezone.now()
@@ -142,15 +143,15 @@ def _device_result(report: dict) -> dict:
         return {"output": report.get("output")}
     error = report.get("error")
     if isinstance(error, dict):
-        return error_result(str(error.get("code") or "device_error"), str(error.get("message") or ""))
-    return error_result("device_error", str(error or "The device reported a failure."))
+        return error_result(str(error.get("code") or ErrorCode.DEVICE_ERROR), str(error.get("message") or ""))
+    return error_result(ErrorCode.DEVICE_ERROR, str(error or "The device reported a failure."))
 
 
 # --- the worker's side: a call's one invocation, opened and ended ---------------------------------------
 
 
 def no_device_result(name: str) -> dict:
-    return error_result("no_device", f"No registered device of this user can run {name}.")
+    return error_result(ErrorCode.NO_DEVICE, f"No registered device of this user can run {name}.")
 
 
 def open_invocation(call: ToolCall, definition: ToolDefinition, device: Device) -> dict:
@@ -201,7 +202,7 @@ def expire_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Event
     invocation.status = InvocationStatus.EXPIRED
     invocation.save(update_fields=["status"])
     message = "The device did not report a result before the deadline; the action may or may not have run."
-    return make_uncertain(locks.lock_tool_call(run.id, call_id=call_id), "device_timeout", message)
+    return make_uncertain(locks.lock_tool_call(run.id, call_id=call_id), ErrorCode.DEVICE_TIMEOUT, message)
 
 
 def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Events]:
@@ -212,4 +213,6 @@ def withdraw_invocation(run: Run, call_id: str) -> tuple[ToolReceipt | None, Eve
     invocation = _locked_invocation_of_call(run, call_id)
     if invocation.status not in OPEN_INVOCATION_STATUSES:
         return None, []
-    return end_invocation(run, invocation, InvocationStatus.CANCELLED, "invocation_cancelled", "The run was cancelled.")
+    return end_invocation(
+        run, invocation, InvocationStatus.CANCELLED, ErrorCode.INVOCATION_CANCELLED, "The run was cancelled."
+    )

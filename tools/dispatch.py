@@ -23,6 +23,7 @@ from psycopg import errors as pg_errors
 
 from impo.core import telemetry
 from impo.core.database import release_connection
+from impo.core.error_codes import ErrorCode
 from tools import device_bridge, services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.receipts import Events, error_result
@@ -114,7 +115,7 @@ def _attempts(call, definition: ToolDefinition, fence: Fence, check, act) -> Too
             last_failure = error_result(exc.code, exc.message)
         except _TimedOut:
             last_failure = error_result(
-                "timeout", f"{definition.name} did not finish within {definition.timeout:g} seconds."
+                ErrorCode.TIMEOUT, f"{definition.name} did not finish within {definition.timeout:g} seconds."
             )
         except ToolError as exc:
             return _save_result(fence, call, error_result(exc.code, exc.message))

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from impo.core.error_codes import ErrorCode
 from impo.core.models import choice_constraint
 
 
@@ -122,9 +123,10 @@ class ApprovalOutcome(models.TextChoices):
 
     APPROVED = "approved"
     EDITED = "edited"
-    DENIED = "approval_denied"
-    TIMED_OUT = "approval_timeout"
-    CANCELLED = "run_cancelled"
+    # The three that fail the call are also its error code, which the agent reads.
+    DENIED = ErrorCode.APPROVAL_DENIED.value
+    TIMED_OUT = ErrorCode.APPROVAL_TIMEOUT.value
+    CANCELLED = ErrorCode.RUN_CANCELLED.value
 
 
 class ToolApproval(models.Model):
@@ -158,7 +160,7 @@ class ToolApproval(models.Model):
                 name="tools_approval_decided_has_outcome",
             ),
             models.CheckConstraint(
-                condition=~Q(outcome__in=["approved", "edited", "approval_denied"])
+                condition=~Q(outcome__in=[ApprovalOutcome.APPROVED, ApprovalOutcome.EDITED, ApprovalOutcome.DENIED])
                 | (~Q(client_decision_id="") & Q(answer__isnull=False)),
                 name="tools_approval_owner_answer_kept",
             ),

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
+from impo.core.error_codes import ErrorCode
 from runtime.models import ConversationKind
 from tools.models import SideEffect
 
@@ -29,7 +30,7 @@ class ToolUnavailable(ToolError):
     """A transient failure: the call may be tried again under its retry policy."""
 
     def __init__(self, message: str):
-        super().__init__("tool_unavailable", message)
+        super().__init__(ErrorCode.TOOL_UNAVAILABLE, message)
 
 
 @dataclass(frozen=True)

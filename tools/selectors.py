@@ -4,6 +4,7 @@ import uuid
 
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import NotFound
 from runtime.models import Run, Submission
 from tools.models import (
@@ -117,7 +118,7 @@ def staff_finding(succeeded: bool, note: str) -> dict:
     """What a staff member found about an uncertain call, shaped like a result."""
     if succeeded:
         return {"output": {"reconciled": True, "note": note}}
-    return {"error": {"code": "reconciled_failed", "message": note}}
+    return {"error": {"code": ErrorCode.RECONCILED_FAILED, "message": note}}
 
 
 def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]:

@@ -14,6 +14,7 @@ import uuid
 from django.utils import timezone
 
 from impo.core import telemetry
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict
 from runtime.models import EventType, Run
 from tools import locks
@@ -92,12 +93,12 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> tuple[ToolCa
 
 def _refusal(definition: ToolDefinition | None, name: str, arguments: dict | None) -> dict | None:
     if definition is None:
-        return error_result("unknown_tool", f"No tool named {name!r} is available here.")
+        return error_result(ErrorCode.UNKNOWN_TOOL, f"No tool named {name!r} is available here.")
     if arguments is None:
-        return error_result("invalid_arguments", "The arguments must be a JSON object.")
+        return error_result(ErrorCode.INVALID_ARGUMENTS, "The arguments must be a JSON object.")
     problem = definition.validation_error(arguments)
     if problem is not None:
-        return error_result("invalid_arguments", problem)
+        return error_result(ErrorCode.INVALID_ARGUMENTS, problem)
     return None
 
 
@@ -122,7 +123,7 @@ def record_staff_finding(run: Run, tool_call_id: uuid.UUID, *, succeeded: bool, 
     resolved by staff. The agent was already told the outcome was unknown and the run went on."""
     call = locks.lock_tool_call(run.id, id=tool_call_id)
     if call.state != ToolCallState.UNCERTAIN:
-        raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code="not_uncertain")
+        raise Conflict(f"Tool call {call.call_id} is {call.state}, not uncertain.", code=ErrorCode.NOT_UNCERTAIN)
     call.transition_to(ToolCallState.SUCCEEDED if succeeded else ToolCallState.FAILED)
     call.resolution_note = note
     call.resolved_at = timezone.now()

@@ -6,6 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
+from impo.core.error_codes import ErrorCode
 from impo.core.openapi import WRITE_ERRORS, responses
 from impo.core.serializers import validated
 from impo.core.views import IcaAPIView
@@ -20,11 +21,6 @@ from webhooks.serializers import (
     EndpointUpdateSerializer,
 )
 
-TARGET_REFUSAL = {
-    400: "webhook_target_forbidden: the URL is plain http where https is required, or its host resolves to a"
-    " loopback, private, link-local, multicast, reserved or unspecified address (docs/design.md §9)."
-}
-
 _endpoint_id = extend_schema(parameters=[OpenApiParameter("endpoint_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 
 
@@ -36,7 +32,12 @@ class WebhookEndpointsView(IcaAPIView):
 
     @extend_schema(
         request=EndpointCreateSerializer,
-        responses=responses({201: CreatedEndpointSerializer}, 409, *WRITE_ERRORS, also=TARGET_REFUSAL),
+        responses=responses(
+            {201: CreatedEndpointSerializer},
+            ErrorCode.WEBHOOK_TARGET_FORBIDDEN,
+            ErrorCode.WEBHOOK_LIMIT_REACHED,
+            *WRITE_ERRORS,
+        ),
     )
     def post(self, request):
         data = validated(EndpointCreateSerializer, request.data).validated_data
@@ -54,7 +55,7 @@ class WebhookEndpointView(IcaAPIView):
 
     @extend_schema(
         request=EndpointUpdateSerializer,
-        responses=responses({200: EndpointSerializer}, 404, *WRITE_ERRORS, also=TARGET_REFUSAL),
+        responses=responses({200: EndpointSerializer}, 404, ErrorCode.WEBHOOK_TARGET_FORBIDDEN, *WRITE_ERRORS),
     )
     def patch(self, request, endpoint_id: uuid.UUID):
         changes = validated(EndpointUpdateSerializer, request.data).changes()

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict
 from runtime import locks as runtime_locks
 from runtime import outbound
@@ -37,7 +38,7 @@ def create_endpoint(*, owner, url: str, event_types: list[str], active: bool = T
         if WebhookEndpoint.objects.filter(owner=owner).count() >= settings.IMPO_WEBHOOK_ENDPOINTS_PER_USER:
             raise Conflict(
                 f"At most {settings.IMPO_WEBHOOK_ENDPOINTS_PER_USER} webhook endpoints per account.",
-                code="webhook_limit_reached",
+                code=ErrorCode.WEBHOOK_LIMIT_REACHED,
             )
         return WebhookEndpoint.objects.create(
             owner=owner, url=url, event_types=event_types, active=active, secret=signing.new_secret()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import ApplicationError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -27,8 +28,7 @@ _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 
 
 class TargetForbidden(ApplicationError):
-    status = 400
-    code = "webhook_target_forbidden"
+    code = ErrorCode.WEBHOOK_TARGET_FORBIDDEN
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
+from impo.core.error_codes import ErrorCode
 from impo.core.middleware import request_id_for
 
 logger = logging.getLogger(__name__)
@@ -19,17 +20,14 @@ WWW_AUTHENTICATE = 'Bearer realm="api"'
 class ApplicationError(Exception):
     """A refusal the client can act on; services raise it, the API boundary renders it."""
 
-    status = 400
-    code = "invalid_request"
-    retryable = False
+    code = ErrorCode.INVALID_REQUEST
     retry_after: int | None = None  # seconds, sent as `Retry-After`
 
     def __init__(
         self,
         message: str,
         *,
-        code: str | None = None,
-        status: int | None = None,
+        code: ErrorCode | None = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
         details: dict | None = None,
@@ -42,48 +40,43 @@ class ApplicationError(Exception):
             self.retry_after = max(1, math.ceil(retry_after))
         if code is not None:
             self.code = code
-        if status is not None:
-            self.status = status
-        if retryable is not None:
-            self.retryable = retryable
+        # The status and, unless this refusal says otherwise, the retryable flag are the code's.
+        self.status = self.code.status
+        self.retryable = self.code.retryable if retryable is None else retryable
 
 
 class InvalidRequest(ApplicationError):
-    status = 400
-    code = "invalid_request"
+    code = ErrorCode.INVALID_REQUEST
 
 
 class NotFound(ApplicationError):
     """Also what another user's object looks like: existence is never revealed."""
 
-    status = 404
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
     def __init__(self, message: str = "Not found."):
         super().__init__(message)
 
 
 class Conflict(ApplicationError):
-    status = 409
+    """A 409; its code (one of the catalogue's 409s) names the conflict."""
 
 
 class Gone(ApplicationError):
-    status = 410
+    """A 410; its code (one of the catalogue's 410s) names what ended."""
 
 
 class RateLimited(ApplicationError):
-    status = 429
-    code = "rate_limited"
-    retryable = True
+    code = ErrorCode.RATE_LIMITED
 
 
 class ServiceUnavailable(ApplicationError):
-    status = 503
-    code = "service_unavailable"
-    retryable = True
+    code = ErrorCode.SERVICE_UNAVAILABLE
 
 
-def error_body(request, code: str, message: str, retryable: bool = False) -> dict:
+def error_body(request, code: ErrorCode, message: str, retryable: bool | None = None) -> dict:
+    """The ICA error body; `retryable` is the code's unless this answer says otherwise."""
+    retryable = code.retryable if retryable is None else retryable
     return {
         "error": {"code": code, "message": message, "retryable": retryable},
         "requestId": request_id_for(request),
@@ -110,20 +103,20 @@ def _validation_error(request, detail) -> dict:
     form can mark all of them at once."""
     messages = _validation_messages(detail) or {"": "Invalid request."}
     path, message = next(iter(messages.items()))
-    body = error_body(request, "invalid_request", f"{path}: {message}" if path else message)
+    body = error_body(request, ErrorCode.INVALID_REQUEST, f"{path}: {message}" if path else message)
     body["error"]["fields"] = messages
     return body
 
 
 _DRF_CODES = {
-    drf_exceptions.NotAuthenticated: (401, "unauthorized"),
-    drf_exceptions.AuthenticationFailed: (401, "unauthorized"),
-    drf_exceptions.PermissionDenied: (403, "forbidden"),
-    drf_exceptions.NotFound: (404, "not_found"),
-    drf_exceptions.MethodNotAllowed: (405, "method_not_allowed"),
-    drf_exceptions.NotAcceptable: (406, "not_acceptable"),
-    drf_exceptions.UnsupportedMediaType: (415, "unsupported_media_type"),
-    drf_exceptions.Throttled: (429, "rate_limited"),
+    drf_exceptions.NotAuthenticated: ErrorCode.UNAUTHORIZED,
+    drf_exceptions.AuthenticationFailed: ErrorCode.UNAUTHORIZED,
+    drf_exceptions.PermissionDenied: ErrorCode.FORBIDDEN,
+    drf_exceptions.NotFound: ErrorCode.NOT_FOUND,
+    drf_exceptions.MethodNotAllowed: ErrorCode.METHOD_NOT_ALLOWED,
+    drf_exceptions.NotAcceptable: ErrorCode.NOT_ACCEPTABLE,
+    drf_exceptions.UnsupportedMediaType: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+    drf_exceptions.Throttled: ErrorCode.RATE_LIMITED,
 }
 
 
@@ -141,6 +134,11 @@ def application_error_response(request, exc: ApplicationError) -> JsonResponse:
     return _application_error(JsonResponse, request, exc)
 
 
+def error_response(request, code: ErrorCode, message: str) -> JsonResponse:
+    """The ICA error answer of a view outside DRF, with the code's status."""
+    return JsonResponse(error_body(request, code, message), status=code.status)
+
+
 def ica_exception_handler(exc, context):
     request = context["request"]
     if isinstance(exc, ApplicationError):
@@ -148,43 +146,41 @@ def ica_exception_handler(exc, context):
     if isinstance(exc, drf_exceptions.ValidationError):
         return Response(_validation_error(request, exc.detail), status=400)
     if isinstance(exc, drf_exceptions.ParseError):
-        return Response(error_body(request, "invalid_request", str(exc.detail)), status=400)
+        return Response(error_body(request, ErrorCode.INVALID_REQUEST, str(exc.detail)), status=400)
     if isinstance(exc, Http404):
-        return Response(error_body(request, "not_found", "Not found."), status=404)
-    for exc_class, (status, code) in _DRF_CODES.items():
+        return Response(error_body(request, ErrorCode.NOT_FOUND, "Not found."), status=404)
+    for exc_class, code in _DRF_CODES.items():
         if isinstance(exc, exc_class):
-            response = Response(error_body(request, code, str(exc.detail), status == 429), status=status)
-            if status == 401:
+            response = Response(error_body(request, code, str(exc.detail)), status=code.status)
+            if code == ErrorCode.UNAUTHORIZED:
                 response["WWW-Authenticate"] = WWW_AUTHENTICATE
             return response
     if isinstance(exc, DatabaseError):
         # Nothing was saved (the transaction rolled back), so retrying the same command is safe.
         logger.exception("database failure while handling %s", request.path)
-        return Response(
-            error_body(request, "service_unavailable", "The service could not save this request.", True),
-            status=503,
-        )
+        code = ErrorCode.SERVICE_UNAVAILABLE
+        return Response(error_body(request, code, "The service could not save this request."), status=code.status)
     return None
 
 
 def unauthorized(request) -> JsonResponse:
     """The 401 of a view outside DRF (the SSE stream), the same as DRF's: ICA body and the challenge."""
-    response = JsonResponse(error_body(request, "unauthorized", "Authentication required."), status=401)
+    response = error_response(request, ErrorCode.UNAUTHORIZED, "Authentication required.")
     response["WWW-Authenticate"] = WWW_AUTHENTICATE
     return response
 
 
 def json_not_found(request, exception=None):
-    return JsonResponse(error_body(request, "not_found", "Not found."), status=404)
+    return error_response(request, ErrorCode.NOT_FOUND, "Not found.")
 
 
 def json_server_error(request):
-    return JsonResponse(error_body(request, "internal_error", "Internal error.", True), status=500)
+    return error_response(request, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
 
 def json_bad_request(request, exception=None):
-    return JsonResponse(error_body(request, "invalid_request", "Bad request."), status=400)
+    return error_response(request, ErrorCode.INVALID_REQUEST, "Bad request.")
 
 
 def json_csrf_failure(request, reason=""):
-    return JsonResponse(error_body(request, "forbidden", f"CSRF check failed: {reason}"), status=403)
+    return error_response(request, ErrorCode.FORBIDDEN, f"CSRF check failed: {reason}")

@@ -5,6 +5,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import ApplicationError
 
 # Deeper than any command needs; Python's decoder (and whatever later walks the value: serializers, hashing,
@@ -28,7 +29,7 @@ class BoundedJSONParser(BaseParser):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise ApplicationError(f"JSON body exceeds {limit} bytes.", code="request_too_large", status=413)
+            raise ApplicationError(f"JSON body exceeds {limit} bytes.", code=ErrorCode.REQUEST_TOO_LARGE)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from impo.core import telemetry
+from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
@@ -58,12 +59,12 @@ def execute_run(run_id, worker_id: str) -> None:
         except claims.LeaseLost as exc:
             logger.warning("stopping: %s", exc)
         except rebyte_services.CreationRefused as exc:
-            _finish_quietly(lease, RunState.FAILED, ("provider_rejected", str(exc), False))
+            _finish_quietly(lease, RunState.FAILED, RunError(ErrorCode.PROVIDER_REJECTED, str(exc)))
         except rebyte_services.AgentGone:
-            healing.start_over(lease, lost=None, reason="agent_not_found")
+            healing.start_over(lease, lost=None, reason=ErrorCode.AGENT_NOT_FOUND)
         except Refused as exc:
             if not healing.started_over_if_lost(lease, driver.session, exc, driver.gateway):
-                _finish_quietly(lease, RunState.FAILED, ("provider_error", str(exc), False))
+                _finish_quietly(lease, RunState.FAILED, RunError(ErrorCode.PROVIDER_ERROR, str(exc)))
         except (Unavailable, UnknownOutcome) as exc:
             _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
         except Exception as exc:
@@ -101,7 +102,7 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
 
 
-def _finish_quietly(lease, state, error) -> None:
+def _finish_quietly(lease, state, error: RunError) -> None:
     try:
         claims.finish_run(lease, state, error=error)
     except claims.LeaseLost as exc:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte.models import RemoteSession
 from runtime import selectors
@@ -132,10 +133,8 @@ class Following:
         self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
-            error = None
-            if state == RunState.FAILED:
-                code, message = (turn.error.code, turn.error.message) if turn.error else ("turn_failed", "")
-                error = (code, message, False)
+            failure = turn.error or RunError(ErrorCode.TURN_FAILED, "")  # a failed turn's own code passes through
+            error = RunError(failure.code, failure.message) if state == RunState.FAILED else None
 
             def finish(run: lifecycle.FencedRun) -> None:
                 if state == RunState.COMPLETED:

@@ -11,6 +11,7 @@ import logging
 
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode
 from rebyte import bindings
 from rebyte import sessions as rebyte_sessions
 from rebyte.client import ProviderError, RebyteGateway, Refused
@@ -33,11 +34,11 @@ def started_over_if_lost(lease, session: RemoteSession | None, refusal: Refused,
         _quietly(lambda: claims.release_for_provider(lease, cause=cause))
         return True
     if gone:
-        start_over(lease, lost=session, reason="session_not_found")
+        start_over(lease, lost=session, reason=ErrorCode.SESSION_NOT_FOUND)
     return gone
 
 
-def start_over(lease, *, lost: RemoteSession | None, reason: str) -> None:
+def start_over(lease, *, lost: RemoteSession | None, reason: ErrorCode) -> None:
     """Marks the lost session gone (the agent was marked when found lost), drops the run's binding to it and gives
     the run back to start its input over (or ends it, if its owner cancelled it meanwhile)."""
     logger.warning("run %s: %s; it starts over in a new session", lease.run_id, reason)

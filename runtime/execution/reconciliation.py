@@ -5,6 +5,7 @@ parked waiting for them resume (or fail, when the creation failed).
 from django.db import transaction
 from django.db.models import Q
 
+from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway
@@ -31,7 +32,7 @@ def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
             intent = remote_turn.pending_intent
             bindings.wait_for_intent(remote_turn, None)
             if intent.state == IntentState.FAILED:
-                lifecycle.fail_parked_run(run, code="provider_rejected", message=intent.last_error)
+                lifecycle.fail_parked_run(run, RunError(ErrorCode.PROVIDER_REJECTED, intent.last_error))
             else:
                 lifecycle.resume_parked_run(run)
                 resumed += 1

@@ -5,6 +5,7 @@ import uuid
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from impo.core.error_codes import ErrorCode
 from impo.core.openapi import WRITE_ERRORS, responses
 from impo.core.serializers import StrictSerializer, validated
 from impo.core.views import IcaAPIView
@@ -56,7 +57,13 @@ def _page_of(conversation, query: dict) -> dict:
 class MainChatMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer,
-        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
+        responses=responses(
+            {202: MessageReceiptSerializer},
+            404,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.RUN_IN_PROGRESS,
+            *ADMISSION_ERRORS,
+        ),
     )
     def post(self, request):
         command = validated(MessageCommandSerializer, request.data).to_command()
@@ -99,7 +106,8 @@ class TasksView(IcaAPIView):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
     @extend_schema(
-        request=TaskCreateSerializer, responses=responses({202: TaskReceiptSerializer}, 409, *ADMISSION_ERRORS)
+        request=TaskCreateSerializer,
+        responses=responses({202: TaskReceiptSerializer}, ErrorCode.IDEMPOTENCY_CONFLICT, *ADMISSION_ERRORS),
     )
     def post(self, request):
         serializer = validated(TaskCreateSerializer, request.data)
@@ -127,7 +135,13 @@ class TasksView(IcaAPIView):
 class TaskMessagesView(IcaAPIView):
     @extend_schema(
         request=MessageCommandSerializer,
-        responses=responses({202: MessageReceiptSerializer}, 404, 409, *ADMISSION_ERRORS),
+        responses=responses(
+            {202: MessageReceiptSerializer},
+            404,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.RUN_IN_PROGRESS,
+            *ADMISSION_ERRORS,
+        ),
     )
     def post(self, request, task_id: uuid.UUID):
         command = validated(MessageCommandSerializer, request.data).to_command()
@@ -187,7 +201,7 @@ class SubmissionCancelView(IcaAPIView):
 class SubmissionRetryView(IcaAPIView):
     @extend_schema(
         request=RetryCommandSerializer,
-        responses=responses({202: SubmissionSerializer}, 404, 409, *WRITE_ERRORS),
+        responses=responses({202: SubmissionSerializer}, 404, ErrorCode.NOT_RETRYABLE, *WRITE_ERRORS),
         description='The owner\'s "Try again" on a failed reply: the same submission is queued as a new attempt'
         " (its input sent again under a new provider key), as staff's retry does; the reply's text and error are"
         " cleared and `submission.accepted` is projected again. 409 `not_retryable` unless the run failed.",
@@ -204,7 +218,15 @@ class ToolCallApprovalView(IcaAPIView):
 
     @extend_schema(
         request=ToolApprovalAnswerSerializer,
-        responses=responses({200: ToolApprovalSerializer}, 404, 409, 410, *WRITE_ERRORS),
+        responses=responses(
+            {200: ToolApprovalSerializer},
+            404,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.APPROVAL_CONFLICT,
+            ErrorCode.APPROVAL_EXPIRED,
+            ErrorCode.APPROVAL_CANCELLED,
+            *WRITE_ERRORS,
+        ),
     )
     def post(self, request, tool_call_id: uuid.UUID):
         answer = validated(ToolApprovalAnswerSerializer, request.data).to_answer()

@@ -8,6 +8,7 @@ import uuid
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from impo.core.error_codes import ErrorCode
 from impo.core.openapi import WRITE_ERRORS, responses
 from impo.core.serializers import validated
 from impo.core.views import IcaAPIView
@@ -24,10 +25,14 @@ from tools.serializers import (
     InvocationResultSerializer,
 )
 
+# Why an invocation can no longer be claimed or answered.
+INVOCATION_GONE = (ErrorCode.INVOCATION_EXPIRED, ErrorCode.INVOCATION_CANCELLED, ErrorCode.PERMISSION_REVOKED)
+
 
 class DeviceRegisterView(IcaAPIView):
     @extend_schema(
-        request=DeviceRegistrationSerializer, responses=responses({200: DeviceRegisteredSerializer}, 409, *WRITE_ERRORS)
+        request=DeviceRegistrationSerializer,
+        responses=responses({200: DeviceRegisteredSerializer}, ErrorCode.REGISTRATION_CONFLICT, *WRITE_ERRORS),
     )
     def post(self, request):
         data = validated(DeviceRegistrationSerializer, request.data).validated_data
@@ -52,7 +57,7 @@ class DeviceInvocationsView(IcaAPIView):
 class InvocationClaimView(IcaAPIView):
     @extend_schema(
         request=InvocationClaimSerializer,
-        responses=responses({200: InvocationClaimedSerializer}, 404, 410, *WRITE_ERRORS),
+        responses=responses({200: InvocationClaimedSerializer}, 404, *INVOCATION_GONE, *WRITE_ERRORS),
     )
     def post(self, request, invocation_id: uuid.UUID):
         data = validated(InvocationClaimSerializer, request.data).validated_data
@@ -65,7 +70,15 @@ class InvocationClaimView(IcaAPIView):
 class InvocationResultView(IcaAPIView):
     @extend_schema(
         request=InvocationResultSerializer,
-        responses=responses({200: InvocationResultAcceptedSerializer}, 404, 409, 410, *WRITE_ERRORS),
+        responses=responses(
+            {200: InvocationResultAcceptedSerializer},
+            404,
+            ErrorCode.EXECUTION_MISMATCH,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.INVOCATION_NOT_CLAIMED,
+            *INVOCATION_GONE,
+            *WRITE_ERRORS,
+        ),
     )
     def post(self, request, invocation_id: uuid.UUID):
         serializer = validated(InvocationResultSerializer, request.data)

@@ -4,6 +4,7 @@ from datetime import datetime
 
 from rest_framework import serializers
 
+from impo.core.openapi import RunErrorCodeField, ToolErrorCodeField
 from impo.core.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.core.time_zones import iana_time_zone_names
 from runtime.models import MessagePolicy, MessageRole, MessageStatus, RunState
@@ -126,7 +127,7 @@ class ConversationSettingsOutSerializer(serializers.Serializer):
 
 
 class ErrorOutSerializer(serializers.Serializer):
-    code = serializers.CharField()
+    code = RunErrorCodeField()
     message = serializers.CharField()
     retryable = serializers.BooleanField()
 
@@ -170,7 +171,7 @@ class ToolStateSerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=["requested", "awaiting_approval", "accepted", "completed", "failed", "uncertain"]
     )
-    errorCode = serializers.CharField(allow_null=True)
+    errorCode = ToolErrorCodeField(allow_null=True)
     approval = ToolApprovalStateSerializer(allow_null=True)
 
 

@@ -13,7 +13,8 @@ part (`approvalId` is what `POST /api/v1/tool-calls/{approvalId}/approval` answe
 the call's output, or `tool-output-denied` for a denial (the agent itself gets the denial as a tool error).
 """
 
-from runtime.models import EventType
+from impo.core.error_codes import ErrorCode
+from runtime.models import EventType, RunState
 
 STATUS_CHUNK = "data-instant-submission"
 DEVICE_REQUEST_CHUNK = "data-instant-device-request"
@@ -22,7 +23,7 @@ STEP_CHUNK = "data-instant-step"
 _STATUS_OF_EVENT = {
     EventType.SUBMISSION_ACCEPTED: "queued",
     EventType.RUN_STARTED: "running",
-    EventType.RUN_PENDING_RECONCILIATION: "pending_reconciliation",
+    EventType.RUN_PENDING_RECONCILIATION: RunState.PENDING_RECONCILIATION,
 }
 
 
@@ -259,9 +260,9 @@ _ENDS_RUN_STEP = frozenset(
 
 
 _DENIAL_WORDS = {
-    "approval_denied": "You denied it.",
-    "approval_timeout": "Nobody answered in time: it was denied.",
-    "run_cancelled": "The run was cancelled.",
+    ErrorCode.APPROVAL_DENIED: "You denied it.",
+    ErrorCode.APPROVAL_TIMEOUT: "Nobody answered in time: it was denied.",
+    ErrorCode.RUN_CANCELLED: "The run was cancelled.",
 }
 
 

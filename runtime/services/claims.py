@@ -19,6 +19,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from impo.core.database import prepared_cursor
+from impo.core.error_codes import ErrorCode, RunError
 from runtime import locks
 from runtime.events import append_events, batched
 from runtime.models import LEASED_RUN_STATES, UNFINISHED_RUN_STATES, EventType, Run, RunState
@@ -181,7 +182,7 @@ def _settle_never_claimable(run_id) -> bool:
     else:
         cause = run.error_message or "no cause recorded"
         message = f"gave up after {run.attempts} attempts; last: {cause}"
-        lifecycle.finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
+        lifecycle.finish(run, RunState.FAILED, now=now, error=RunError(ErrorCode.MAX_ATTEMPTS_EXCEEDED, message))
     run.save()
     return True
 
@@ -269,7 +270,7 @@ def extend_leases(leases: list[Lease]) -> set:
     return {lease.run_id for lease in leases if str(lease.run_id) not in extended}
 
 
-def finish_run(lease: Lease, state: str, *, error: tuple[str, str, bool] | None = None) -> None:
+def finish_run(lease: Lease, state: str, *, error: RunError | None = None) -> None:
     with fenced(lease) as run:
         lifecycle.finish_in_transaction(run, state, error=error)
 

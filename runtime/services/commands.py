@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from impo.core import telemetry
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.models import (
@@ -179,7 +180,9 @@ def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receip
     if submission is None:
         return None
     if submission.request_fingerprint != fingerprint:
-        raise Conflict("This clientMessageId was already used for a different message.", code="idempotency_conflict")
+        raise Conflict(
+            "This clientMessageId was already used for a different message.", code=ErrorCode.IDEMPOTENCY_CONFLICT
+        )
     # Only a task conversation has a task; asking a Main Chat would cost a query that finds nothing.
     conversation = submission.conversation
     task = conversation.task if conversation.kind == ConversationKind.TASK else None
@@ -246,8 +249,7 @@ def _admit_by_policy(
     if unfinished and policy == MessagePolicy.REJECT:
         raise Conflict(
             "A reply is still running in this conversation; send the message when it has finished.",
-            code="run_in_progress",
-            retryable=True,
+            code=ErrorCode.RUN_IN_PROGRESS,
             details={"activeSubmissionId": str(unfinished[0][1])},
         )
     if unfinished and policy == MessagePolicy.INTERRUPT:

@@ -9,6 +9,7 @@ import uuid
 from django.db import IntegrityError, transaction
 
 from impo.core import telemetry
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict, NotFound
 from runtime import locks
 from runtime.models import Run
@@ -47,7 +48,7 @@ def register_device(*, owner, installation_id: str, tools: list[str]) -> Device:
                 return device
         except IntegrityError:
             continue  # a concurrent first registration won; the next round finds its row
-    raise Conflict("The device registration could not be saved; try again.", code="registration_conflict")
+    raise Conflict("The device registration could not be saved; try again.", code=ErrorCode.REGISTRATION_CONFLICT)
 
 
 def _locked_invocation(owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> tuple[Run, DeviceInvocation]:

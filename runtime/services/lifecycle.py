@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode, RunError
 from runtime import outbound
 from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
 from runtime.services.projection import project_events
@@ -98,7 +99,7 @@ def requeue_if_answered(run: Run) -> None:
     outbound.wake_run(run.id)
 
 
-def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: tuple[str, str, bool] | None = None) -> None:
+def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: RunError | None = None) -> None:
     """Ends the run inside its fenced transaction (with whatever else that transaction records)."""
     finish(locked_run(run), state, now=timezone.now(), error=error)
 
@@ -111,9 +112,7 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     run.transition_to(RunState.PENDING_RECONCILIATION)
     run.lease_owner = ""
     run.lease_expires_at = None
-    run.error_code = "pending_reconciliation"
-    run.error_message = reason
-    run.error_retryable = True
+    _record_error(run, RunError(ErrorCode.PENDING_RECONCILIATION, reason, retryable=True))
     project_events(
         run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
     )
@@ -121,18 +120,18 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
 
 
 _SESSION_REPLACED = {
-    "session_not_found": (
+    ErrorCode.SESSION_NOT_FOUND: (
         "The provider no longer had this conversation's session: a new session was started, with the last turns "
         "carried over."
     ),
-    "agent_not_found": (
+    ErrorCode.AGENT_NOT_FOUND: (
         "The provider no longer had your agent: a new agent was created and a new session was started, with the last "
         "turns carried over."
     ),
 }
 
 
-def start_input_over(run: "Run | FencedRun", *, reason: str) -> None:
+def start_input_over(run: "Run | FencedRun", *, reason: ErrorCode) -> None:
     """Inside the run's fenced transaction: the provider lost the session its input went to (`session_not_found`), or
     the agent a new session needed (`agent_not_found`), so the run is given back, its input to go again, to a new
     session. Backed off as from any provider failure, so a provider that keeps losing things is not hammered. Its
@@ -152,14 +151,14 @@ def start_input_over(run: "Run | FencedRun", *, reason: str) -> None:
 def resume_parked_run(run: Run) -> None:
     """A locked run parked for reconciliation goes back to the queue: what it waited for was settled."""
     run.transition_to(RunState.QUEUED)
-    run.error_code, run.error_message, run.error_retryable = "", "", False
+    _record_error(run, None)
     run.last_woken_at = timezone.now()
     run.save()
     outbound.wake_run(run.id)
 
 
-def fail_parked_run(run: Run, *, code: str, message: str) -> None:
-    finish(run, RunState.FAILED, now=timezone.now(), error=(code, message, False))
+def fail_parked_run(run: Run, error: RunError) -> None:
+    finish(run, RunState.FAILED, now=timezone.now(), error=error)
     run.save()
 
 
@@ -175,13 +174,21 @@ _FINAL_MESSAGE_STATUS = {
 }
 
 
-def finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = None) -> None:
+def _record_error(run: Run, error: RunError | None) -> None:
+    """The run's error in its columns (all blank for none), which its Submission's `error` is read from."""
+    blank = ("", "", False)
+    run.error_code, run.error_message, run.error_retryable = (
+        (error.code, error.message, error.retryable) if error else blank
+    )
+
+
+def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     """Moves a locked run to a terminal state with its event, and wakes its conversation's next run."""
     run.transition_to(state)
     run.finished_at = now
     run.lease_owner = ""
     run.lease_expires_at = None
-    run.error_code, run.error_message, run.error_retryable = error or ("", "", False)
+    _record_error(run, error)
     Message.objects.filter(id=run.submission.assistant_message_id).update(
         status=_FINAL_MESSAGE_STATUS[state], updated_at=now
     )
@@ -191,7 +198,7 @@ def finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = N
         "messageId": str(run.submission.assistant_message_id),
     }
     if error:
-        payload["error"] = {"code": error[0], "message": error[1], "retryable": error[2]}
+        payload["error"] = error.as_payload()
     project_events(run, [(_FINAL_EVENT[state], payload)])
     _wake_following(run)
 

@@ -9,6 +9,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode, RunError
 from impo.core.errors import Conflict, NotFound
 from runtime import locks, outbound
 from runtime.models import (
@@ -41,7 +42,7 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
         run = locks.lock_run(id=run_id, state=RunState.PENDING_RECONCILIATION)
         if run is None:
             return False
-        lifecycle.fail_parked_run(run, code="failed_by_staff", message=reason)
+        lifecycle.fail_parked_run(run, RunError(ErrorCode.FAILED_BY_STAFF, reason))
         return True
 
 
@@ -74,7 +75,7 @@ def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run
     if retries.filter(outcome=StaffRunActionOutcome.QUEUED_AGAIN).exists():
         return None
     if reopen_failed_run(run, actor=owner, batch=retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
-        raise Conflict("Only a failed reply can be tried again.", code="not_retryable")
+        raise Conflict("Only a failed reply can be tried again.", code=ErrorCode.NOT_RETRYABLE)
     return run
 
 

@@ -1,7 +1,10 @@
-"""The OpenAPI schema states what the API really answers: every success body has a real shape."""
+"""The OpenAPI schema states what the API really answers: every success body has a real shape, and every error
+lists the codes it may carry, from the catalogue."""
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
+
+from impo.core.error_codes import HTTP_CODES, RUN_ERROR_CODES, TOOL_ERROR_CODES, ErrorCode
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +52,50 @@ def test_a_path_id_is_documented_as_a_uuid(schema):
 
     assert parameters
     assert {(p["schema"]["type"], p["schema"].get("format")) for p in parameters} == {("string", "uuid")}
+
+
+def error_responses(schema: dict):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if status.startswith(("4", "5")):
+                    yield f"{method.upper()} {path} {status}", int(status), response["content"]["application/json"]
+
+
+def test_the_error_body_code_is_one_of_the_catalogue_http_codes(schema):
+    detail = component(schema, {"$ref": "#/components/schemas/ErrorDetail"})
+
+    assert detail["properties"]["code"] == {"$ref": "#/components/schemas/ErrorCodeEnum"}
+    assert schema["components"]["schemas"]["ErrorCodeEnum"]["enum"] == [code.value for code in HTTP_CODES]
+
+
+def test_every_error_response_lists_codes_of_its_own_status(schema):
+    misfiled = []
+    for name, status, content in error_responses(schema):
+        envelope, narrowed = content["schema"]["allOf"]
+        codes = narrowed["properties"]["error"]["properties"]["code"]["enum"]
+        assert envelope == {"$ref": "#/components/schemas/ErrorBody"}, name
+        misfiled += [f"{name}: {code}" for code in codes if ErrorCode(code).status != status]
+        misfiled += [f"{name}: none listed"] if not codes else []
+
+    assert misfiled == []
+
+
+def test_an_operation_lists_the_conflicts_it_names(schema):
+    responses = schema["paths"]["/api/v1/conversation/messages"]["post"]["responses"]
+
+    assert codes_of(responses["409"]) == ["idempotency_conflict", "run_in_progress"]
+    assert codes_of(responses["400"]) == ["invalid_request"]
+
+
+def codes_of(response: dict) -> list[str]:
+    narrowed = response["content"]["application/json"]["schema"]["allOf"][1]
+    return narrowed["properties"]["error"]["properties"]["code"]["enum"]
+
+
+def test_a_submission_error_and_a_tool_error_list_their_known_codes_and_admit_the_provider_s(schema):
+    run_code = component(schema, {"$ref": "#/components/schemas/ErrorOut"})["properties"]["code"]
+    tool_code = component(schema, {"$ref": "#/components/schemas/ToolState"})["properties"]["errorCode"]
+
+    assert run_code["anyOf"] == [{"type": "string", "enum": [c.value for c in RUN_ERROR_CODES]}, {"type": "string"}]
+    assert tool_code["anyOf"] == [{"type": "string", "enum": [c.value for c in TOOL_ERROR_CODES]}, {"type": "string"}]

@@ -90,14 +90,93 @@ def rebyte_double(rebyte_double_process, settings):
     return rebyte_double_process
 
 
+class SharedStack:
+    """The worker and sweeper this test session's tests share, started on first use and kept between tests.
+
+    Nothing of a test outlives it but what a deployment would shrug off: its database rows go (the transactional
+    database empties every table), the double forgets everything (`rebyte_double`), queued wake-ups are purged.
+    A run still in a worker's hands when its rows go loses its lease, as any run whose row vanished would.
+    While a test runs a private stack the shared one is stopped: both would consume the session's queue."""
+
+    def __init__(self, double):
+        self.double = double
+        self.stack = None
+        self._web_url = None
+        self._webhooks = None
+
+    def running(self, *, database_name: str, redis_url: str):
+        from tests.processes import Stack
+
+        if self.stack is not None and not all(process.alive for process in self.stack.processes):
+            self.stop()  # a process died (a bug shows in its log); the next test gets a whole stack again
+        if self.stack is None:
+            self.stack = Stack(database_name=database_name, double=self.double, redis_url=redis_url)
+            self.stack.start_worker("shared-worker")
+            self.stack.start_sweeper()
+        return self.stack
+
+    def web_url(self) -> str:
+        """The base URL of a web server (as `make run` serves) beside the shared worker, started on first use."""
+        from tests.processes import start_web
+
+        if self._web_url is None:
+            _, self._web_url = start_web(self.stack)
+        return self._web_url
+
+    def start_webhooks(self) -> None:
+        """The webhooks loop beside the shared worker, started on first use."""
+        if self._webhooks is None:
+            self._webhooks = self.stack.start_webhooks()
+
+    def stop(self) -> None:
+        if self.stack is not None:
+            self.stack.stop()
+            self.stack, self._web_url, self._webhooks = None, None, None
+
+
+@pytest.fixture(scope="session")
+def shared_stack(rebyte_double_process):
+    shared = SharedStack(rebyte_double_process)
+    yield shared
+    shared.stop()
+
+
 @pytest.fixture
-def stack(transactional_db, rebyte_double, settings):
-    """Real worker processes need committed data, hence the transactional database."""
+def workers(transactional_db, rebyte_double, shared_stack, settings):
+    """A worker and a sweeper, shared with the other tests of this session: for tests that start, stop, kill or
+    reconfigure no process (those take `stack`, their own). Real worker processes need committed data, hence the
+    transactional database."""
+    from django.db import connection
+
+    from impo.celery import app
+
+    app.control.purge()
+    return shared_stack.running(database_name=connection.settings_dict["NAME"], redis_url=settings.REDIS_URL)
+
+
+@pytest.fixture
+def shared_web(workers, shared_stack) -> str:
+    """The shared stack's web server (base URL)."""
+    return shared_stack.web_url()
+
+
+@pytest.fixture
+def shared_webhooks(workers, shared_stack):
+    """The shared stack with its webhooks loop running."""
+    shared_stack.start_webhooks()
+    return workers
+
+
+@pytest.fixture
+def stack(transactional_db, rebyte_double, shared_stack, settings):
+    """A stack of this test's own, empty: the test starts what it needs, and may kill, restart or reconfigure it.
+    Stopped cold (SIGKILL) after the test."""
     from django.db import connection
 
     from impo.celery import app
     from tests.processes import Stack
 
+    shared_stack.stop()
     app.control.purge()
     running = Stack(database_name=connection.settings_dict["NAME"], double=rebyte_double, redis_url=settings.REDIS_URL)
     yield running

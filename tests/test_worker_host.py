@@ -10,8 +10,8 @@ from pathlib import Path
 from impo import workers
 from runtime.models import RunState
 from runtime.services import MessageCommand, create_task
+from tests.client import finished_run
 from tests.processes import wait_until
-from tests.runs import finished_run
 
 
 def children_of(pid: int) -> set[int]:

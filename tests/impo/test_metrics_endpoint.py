@@ -7,9 +7,9 @@ import secrets
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from rest_framework.authtoken.models import Token
 
 from runtime.models import Run, RunState
+from tests.client import bearer, token_of
 from tests.factories import UserFactory
 from tests.processes import start_web, wait_until
 from tests.security.handshake import session_cookie
@@ -29,14 +29,6 @@ def web(stack, metrics_token):
     stack.env["IMPO_METRICS_TOKEN"] = metrics_token
     _, url = start_web(stack)
     return url
-
-
-def bearer(key: str) -> dict:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def token_of(user) -> str:
-    return Token.objects.create(user=user).key
 
 
 def scrape(web: str, headers: dict) -> dict[str, dict[tuple, float]]:

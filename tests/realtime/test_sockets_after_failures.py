@@ -4,7 +4,6 @@ process killed. Whatever ends a socket gives back its slot and its group members
 
 import time
 
-import httpx
 import pytest
 import redis
 from django.db import connection
@@ -13,6 +12,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from runtime.outbound import conversation_group
+from tests.client import history, post_message, socket_url, web_client
 from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
 from tests.processes import Stack, start_web, wait_until
@@ -24,23 +24,9 @@ REDIS_DOWN_SECONDS = 15
 GROUP_EXPIRY_SECONDS = 30  # the shortest a membership renewed every 15 s can safely live
 
 
-def socket_url(web_url: str, conversation_id: str, token: str) -> str:
-    return f"{web_url.replace('http', 'ws', 1)}/ws/v1/conversations/{conversation_id}/?after=0&token={token}"
-
-
 def main_conversation(web_url: str, token: str) -> str:
-    response = httpx.get(f"{web_url}/api/v1/conversation", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return response.raise_for_status().json()["conversationId"]
-
-
-def post_message(web_url: str, token: str, client_message_id: str) -> None:
-    response = httpx.post(
-        f"{web_url}/api/v1/conversation/messages",
-        json={"clientMessageId": client_message_id, "text": "hello"},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
-    assert response.status_code == 202, response.text
+    with web_client(web_url, token) as client:
+        return history(client)["conversationId"]
 
 
 def open_socket(url: str):
@@ -153,7 +139,8 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 
     assert closed_with(deep) == 1007
     assert closed_with(oversized) == 1009
-    post_message(web_url, token, "after-the-bad-frames")
+    with web_client(web_url, token) as client:
+        post_message(client, client_message_id="after-the-bad-frames")
     event = bystander.recv(timeout=20)
     assert '"submission.accepted"' in event
     # Their slots came back at once: only the bystander's is held.
@@ -187,6 +174,7 @@ def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, se
     # The live socket's membership outlived the expiry (renewed), so the push still reaches it.
     wait_until(lambda: time.monotonic() - started > GROUP_EXPIRY_SECONDS + 5, timeout=90, what="the expiry to pass")
     assert members() == 1
-    post_message(web_url, token, "after-the-expiry")
+    with web_client(web_url, token) as client:
+        post_message(client, client_message_id="after-the-expiry")
     assert '"submission.accepted"' in survivor.recv(timeout=20)
     survivor.close()

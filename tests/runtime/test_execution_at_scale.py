@@ -168,9 +168,8 @@ def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, r
     assert first.created_at < run.finished_at - timedelta(seconds=1)
 
 
-def test_an_owners_first_runs_at_once_create_one_remote_agent(stack, user, rebyte_double):
+def test_an_owners_first_runs_at_once_create_one_remote_agent(workers, user, rebyte_double):
     # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session.
-    stack.start_worker()
 
     runs = settled(start_tasks(user, [f"first of four {index}" for index in range(4)]))
 

@@ -3,13 +3,10 @@
 import pytest
 
 from runtime.models import Run, RunState
+from tests.client import post_message
 from tools.models import ToolCall, ToolCallState, ToolReceipt
 
 pytestmark = pytest.mark.django_db
-
-
-def post_message(api, text="hello"):
-    return api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": text}, format="json").json()
 
 
 def assistant_message(api) -> dict:

@@ -4,10 +4,10 @@ message (README "Messages during a reply")."""
 import pytest
 
 from runtime.models import Event, EventType, Run, RunState, Submission
+from tests.client import finished_run
 from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
 from tests.processes import wait_until
-from tests.runs import finished_run
 
 MESSAGES = "/api/v1/conversation/messages"
 
@@ -154,9 +154,8 @@ def test_concurrent_messages_under_reject_admit_exactly_one(user):
     assert Submission.objects.count() == 1
 
 
-def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(stack, api, rebyte_double):
+def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(workers, api, rebyte_double):
     rebyte_double.configure(delta_delay_ms=200)
-    stack.start_worker()
     first = post(api, "m-1", "/slow a reply that will be interrupted").json()
     streaming(first["submissionId"])
 
@@ -176,9 +175,8 @@ def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(sta
     assert [turn["status"] for session in state["sessions"] for turn in session["turns"]] == ["cancelled", "completed"]
 
 
-def test_reject_while_a_reply_streams_answers_409_and_the_reply_goes_on(stack, api, rebyte_double):
+def test_reject_while_a_reply_streams_answers_409_and_the_reply_goes_on(workers, api, rebyte_double):
     rebyte_double.configure(delta_delay_ms=20)
-    stack.start_worker()
     set_policy(api, "reject")
     first = post(api, "m-1", "/slow a reply that keeps its place").json()
     streaming(first["submissionId"])

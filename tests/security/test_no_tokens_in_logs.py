@@ -7,16 +7,9 @@ from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from tests.client import bearer, socket_url
 from tests.factories import UserFactory
 from tests.processes import start_web, wait_until
-
-
-def socket_url(web_url: str, conversation_id: str, token: str) -> str:
-    return f"{web_url.replace('http', 'ws', 1)}/ws/v1/conversations/{conversation_id}/?after=0&token={token}"
-
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.mark.django_db(transaction=True)

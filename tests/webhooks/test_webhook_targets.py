@@ -5,6 +5,7 @@ nothing about which ports are open."""
 import pytest
 
 from runtime.models import Run
+from tests.client import send_message
 from tests.processes import free_port, wait_until
 from tests.webhooks.receiver import Receiver
 from webhooks.models import WebhookDelivery
@@ -95,7 +96,7 @@ def receivers():
 
 
 def complete_a_run(api) -> None:
-    response = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    response = send_message(api, "hi", client_message_id="m-1")
     assert response.status_code == 202
     wait_until(
         lambda: Run.objects.filter(submission_id=response.json()["submissionId"], state="completed").exists(),

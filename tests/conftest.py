@@ -1,3 +1,4 @@
+import subprocess
 import uuid
 
 import pytest
@@ -6,6 +7,47 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+
+# What starts a process, directly or through the fixtures that need it. A test needing none of these is `fast`.
+PROCESS_FIXTURES = frozenset({"rebyte_double_process", "temporal_address", "shared_stack", "stack"})
+
+
+def pytest_itemcollected(item):
+    if item.get_closest_marker("processes") is None and PROCESS_FIXTURES.isdisjoint(item.fixturenames):
+        item.add_marker(pytest.mark.fast)
+
+
+def _start_order(item) -> int:
+    """Long tests first, then those with a stack of their own, then the shared stack's, then the rest: a long test
+    started last is the suite's tail, and tests of one kind run together (a private stack stops the shared one)."""
+    if item.get_closest_marker("slow"):
+        return 0
+    if item.get_closest_marker("processes") or "stack" in item.fixturenames:
+        return 1
+    if "shared_stack" in item.fixturenames:
+        return 2
+    return 3
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    items.sort(key=_start_order)  # stable: the collected order within each kind
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_process(request, monkeypatch):
+    """A test marked `fast` is one `make test-fast` runs because it needs no process fixture: one that still starts
+    a process fails here, so it cannot slip into the fast tier. Mark it `processes` (or use a process fixture)."""
+    if request.node.get_closest_marker("fast") is None:
+        return
+
+    def refused(*args, **kwargs):
+        raise AssertionError(
+            f"{request.node.nodeid} is marked fast (it takes no process fixture) but starts a process: "
+            "mark it @pytest.mark.processes"
+        )
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
 
 
 @pytest.fixture(autouse=True)

@@ -31,6 +31,8 @@ CREATE_USERS = """
 import json
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
+
+pytestmark = pytest.mark.slow
 users = [get_user_model().objects.create_user(f"faults-{{n}}", password=f"unused-{{n}}") for n in range({users})]
 print(json.dumps([Token.objects.create(user=user).key for user in users]))
 """

@@ -22,6 +22,8 @@ from tests.factories import UserFactory
 from tests.processes import VENV_BIN, start_web, wait_until
 from tools.models import DeviceInvocation, ToolApproval
 
+pytestmark = pytest.mark.slow
+
 DEFAULT_SEED = 20261203
 DEFAULT_EXAMPLES = 25
 

@@ -17,6 +17,8 @@ from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
 from tests.processes import Stack, start_web, wait_until
 
+pytestmark = pytest.mark.slow
+
 SOCKET_CAP = 6
 HELD_PER_USER = SOCKET_CAP - 1
 USERS = 3

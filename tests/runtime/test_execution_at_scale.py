@@ -20,6 +20,8 @@ from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Message, Run, 
 from runtime.services import MessageCommand, create_task
 from tests.processes import wait_until
 
+pytestmark = pytest.mark.slow
+
 APPLICATION = "impo-scale-test-worker"
 
 

@@ -216,6 +216,7 @@ def test_five_messages_posted_at_once_reach_the_session_in_order_without_steerin
     assert user_texts == [f"message {n}" for n in range(5)]
 
 
+@pytest.mark.slow
 def test_a_provider_answering_5xx_for_a_minute_delays_runs_but_fails_none(stack, api, rebyte_double):
     stack.start_worker("one")
     stack.start_worker("two")

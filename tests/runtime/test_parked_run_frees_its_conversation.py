@@ -12,6 +12,8 @@ from tests.client import post_message, run_in_state
 from tests.factories import UserFactory
 from tests.processes import wait_until
 
+pytestmark = pytest.mark.slow
+
 CARRY = "Earlier in this conversation (context, not a new request):\n"
 LISTING_OUTAGE_SECONDS = 30
 

@@ -47,6 +47,7 @@ def settled_delivery(endpoint_id, timeout: float = 90) -> WebhookDelivery:
     )
 
 
+@pytest.mark.slow
 def test_a_delivery_reaches_a_receiver_that_was_down_for_30_seconds_signed_and_under_one_id(stack, api, receivers):
     stack.start_worker()
     stack.start_webhooks()

@@ -9,8 +9,8 @@ assert it and return the parsed body; `send_message` returns the response itself
 import httpx
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import wait_until
 from runtime.models import Run, RunState
-from tests.processes import wait_until
 
 MAIN_CHAT_MESSAGES = "/api/v1/conversation/messages"
 TASKS = "/api/v1/tasks"

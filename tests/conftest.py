@@ -108,7 +108,7 @@ def new_client_message_id():
 
 @pytest.fixture(scope="session")
 def temporal_address():
-    from tests.processes import start_temporal_dev_server
+    from impo.devstack import start_temporal_dev_server
 
     server, address = start_temporal_dev_server()
     yield address
@@ -117,7 +117,7 @@ def temporal_address():
 
 @pytest.fixture(scope="session")
 def rebyte_double_process():
-    from tests.processes import RebyteDouble
+    from impo.devstack import RebyteDouble
 
     double = RebyteDouble()
     yield double
@@ -147,7 +147,7 @@ class SharedStack:
         self._webhooks = None
 
     def running(self, *, database_name: str, redis_url: str):
-        from tests.processes import Stack
+        from impo.devstack import Stack
 
         if self.stack is not None and not all(process.alive for process in self.stack.processes):
             self.stop()  # a process died (a bug shows in its log); the next test gets a whole stack again
@@ -159,7 +159,7 @@ class SharedStack:
 
     def web_url(self) -> str:
         """The base URL of a web server (as `make run` serves) beside the shared worker, started on first use."""
-        from tests.processes import start_web
+        from impo.devstack import start_web
 
         if self._web_url is None:
             _, self._web_url = start_web(self.stack)
@@ -216,7 +216,7 @@ def stack(transactional_db, rebyte_double, shared_stack, settings):
     from django.db import connection
 
     from impo.celery import app
-    from tests.processes import Stack
+    from impo.devstack import Stack
 
     shared_stack.stop()
     app.control.purge()

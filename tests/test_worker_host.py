@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from impo import workers
+from impo.devstack import wait_until
 from runtime.models import RunState
 from runtime.services import MessageCommand, create_task
 from tests.client import finished_run
-from tests.processes import wait_until
 
 
 def children_of(pid: int) -> set[int]:

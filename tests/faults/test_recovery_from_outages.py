@@ -18,9 +18,9 @@ import httpx
 import psycopg
 import pytest
 
+from impo.devstack import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 from tests.chaos.websocket import WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
-from tests.processes import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 
 SWEEP_SECONDS = 0.3
 SETTLE_BOUND_SECONDS = Stack.LEASE_SECONDS + SWEEP_SECONDS + 10

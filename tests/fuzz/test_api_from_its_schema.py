@@ -17,9 +17,9 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import VENV_BIN, start_web, wait_until
 from runtime.models import Event, Message, Run, Submission
 from tests.factories import UserFactory
-from tests.processes import VENV_BIN, start_web, wait_until
 from tools.models import DeviceInvocation, ToolApproval
 
 pytestmark = pytest.mark.slow

@@ -3,9 +3,9 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from impo.devstack import wait_until
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
-from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db
 

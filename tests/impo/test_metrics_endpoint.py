@@ -8,10 +8,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Run, RunState
 from tests.client import bearer, token_of
 from tests.factories import UserFactory
-from tests.processes import start_web, wait_until
 from tests.security.handshake import session_cookie
 
 # The SDK tries an idempotent read this many times (its own retries) before the listing counts as failed.

@@ -7,12 +7,12 @@ from django.test import Client
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime import selectors
 from runtime.models import Event, EventType, Run, RunState
 from tests.devices import device_answers, register_device
 from tests.factories import UserFactory
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
-from tests.processes import start_web, wait_until
 
 TOOL_SCRIPT = '/tool current_time {"timeZone": "Europe/Paris"}\n/tool play_sound {"sound": "chime"}'
 # Every boundary one run crosses; the wait below lasts until each has reached the receiver.

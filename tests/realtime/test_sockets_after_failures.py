@@ -11,11 +11,11 @@ from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from impo.devstack import Stack, start_web, wait_until
 from runtime.outbound import conversation_group
 from tests.client import history, post_message, socket_url, web_client
 from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
-from tests.processes import Stack, start_web, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import httpx
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import WEB_PROCESSES, start_web, wait_until
 from tests.client import send_message
-from tests.processes import WEB_PROCESSES, start_web, wait_until
 
 POOL_SIZE = 5  # each web process's pool, made small so that streams holding connections would drain it
 STREAMS = 30

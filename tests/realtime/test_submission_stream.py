@@ -10,10 +10,10 @@ import httpx
 import pytest
 from django.db import connection
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Event, EventType, Run
 from tests.client import post_message, send_message, token_of
 from tests.devices import register_device
-from tests.processes import start_web, wait_until
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
 

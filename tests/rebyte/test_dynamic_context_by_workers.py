@@ -4,11 +4,11 @@ import json
 import uuid
 from datetime import UTC, datetime
 
+from impo.devstack import free_port, wait_until
 from runtime.models import Run, RunState, Submission
 from scheduling import services as scheduling
 from tests.client import post_message
 from tests.devices import register_device
-from tests.processes import free_port, wait_until
 from tests.scheduling.plans import daily
 
 TOKYO = {"timeZone": "Asia/Tokyo", "currentDate": "2026-12-05T03:22:08+09:00"}

@@ -4,11 +4,11 @@
 import pytest
 from django.test import Client
 
+from impo.devstack import RebyteDouble, Stack
 from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Event, EventType, Run, RunState
 from tests.client import post_message, run_in_state, start_task
 from tests.factories import UserFactory
-from tests.processes import RebyteDouble, Stack
 
 CARRY = "Earlier in this conversation (context, not a new request):\n"
 

@@ -3,9 +3,9 @@
 import pytest
 
 from impo import provider_errors
+from impo.devstack import free_port
 from rebyte.client import Unavailable
 from rebyte.provider import provider_gateway
-from tests.processes import free_port
 
 # The SDK tries an idempotent read this many times (its own retries) before the gateway sorts the failure.
 READ_ATTEMPTS = 3

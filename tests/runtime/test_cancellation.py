@@ -1,9 +1,9 @@
 import pytest
 
+from impo.devstack import wait_until
 from rebyte.models import RemoteTurn
 from runtime.models import Run, RunState
 from tests.client import post_message
-from tests.processes import wait_until
 
 
 def cancel(api, submission_id, body=None):

@@ -13,12 +13,12 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from impo.devstack import wait_until
 from runtime import services
 from runtime.group_commit import GroupCommit
 from runtime.heartbeat import ProcessHeartbeat, several_runs_statement
 from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Message, Run, RunState
 from runtime.services import MessageCommand, create_task
-from tests.processes import wait_until
 
 pytestmark = pytest.mark.slow
 

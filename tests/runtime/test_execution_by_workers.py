@@ -2,9 +2,9 @@
 
 import pytest
 
+from impo.devstack import wait_until
 from runtime.models import Event, EventType, Message, MessageRole, RunState
 from tests.client import finished_run, post_message
-from tests.processes import wait_until
 
 
 def event_types(submission_id) -> list[str]:

@@ -3,11 +3,11 @@ message (README "Messages during a reply")."""
 
 import pytest
 
+from impo.devstack import wait_until
 from runtime.models import Event, EventType, Run, RunState, Submission
 from tests.client import finished_run
 from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
-from tests.processes import wait_until
 
 MESSAGES = "/api/v1/conversation/messages"
 

@@ -6,9 +6,9 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from impo.asgi import application
+from impo.devstack import start_web, wait_until
 from runtime.consumers import RATE_LIMITED_CLOSE_CODE
 from tests.client import bearer, send_message, socket_path, token_of
-from tests.processes import start_web, wait_until
 
 
 def main_conversation(api) -> str:

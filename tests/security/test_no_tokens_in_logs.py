@@ -7,9 +7,9 @@ from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from impo.devstack import start_web, wait_until
 from tests.client import bearer, socket_url
 from tests.factories import UserFactory
-from tests.processes import start_web, wait_until
 
 
 @pytest.mark.django_db(transaction=True)

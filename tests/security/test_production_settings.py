@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.processes import REPO_ROOT
+from impo.devstack import REPO_ROOT
 
 pytestmark = pytest.mark.processes  # each test runs manage.py in a process of its own
 

@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.authtoken.models import Token
 
 from impo.authentication import token_cache_key
-from tests.processes import start_web
+from impo.devstack import start_web
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

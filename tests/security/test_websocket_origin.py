@@ -2,8 +2,8 @@
 
 import pytest
 
+from impo.devstack import free_port, start_web
 from tests.client import history, post_message, socket_url, token_of
-from tests.processes import free_port, start_web
 from tests.security.handshake import first_message, open_socket, session_cookie
 
 

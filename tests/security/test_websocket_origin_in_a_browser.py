@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.contrib.auth.hashers import make_password
 
+from impo.devstack import start_web
 from tests.client import send_message
 from tests.factories import PASSWORD
-from tests.processes import start_web
 from tests.web.conftest import CHROMIUM, CHROMIUM_FLAGS, log_in
 
 # What the attacker's page does: open the socket, report the first thing that happens to it.

@@ -12,11 +12,11 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Event, EventType, RunState
 from tests.client import finished_run, post_message, run_of, send_message
 from tests.concurrency import all_at_once
 from tests.devices import device_answers, register_device
-from tests.processes import start_web, wait_until
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"

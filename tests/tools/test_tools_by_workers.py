@@ -12,12 +12,12 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
 
+from impo.devstack import wait_until
 from impo.errors import Conflict
 from runtime import services as runtime_services
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
 from tests.client import post_message, run_of, settled_run
 from tests.devices import claim, device_answers, register_device, report
-from tests.processes import wait_until
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
 
 DEVICE_TIMEOUT_SECONDS = 4

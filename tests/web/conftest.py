@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.hashers import make_password
 
+from impo.devstack import ServiceProcess, start_web
 from tests.factories import PASSWORD
-from tests.processes import ServiceProcess, start_web
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
+from impo.devstack import free_port, wait_until
 from runtime.models import RunState
 from tests.client import finished_run, post_message
-from tests.processes import free_port, wait_until
 from tests.webhooks.receiver import Receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 

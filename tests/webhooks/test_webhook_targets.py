@@ -4,9 +4,9 @@ nothing about which ports are open."""
 
 import pytest
 
+from impo.devstack import free_port, wait_until
 from runtime.models import Run
 from tests.client import send_message
-from tests.processes import free_port, wait_until
 from tests.webhooks.receiver import Receiver
 from webhooks.models import WebhookDelivery
 

@@ -1,4 +1,9 @@
-"""Real service processes for tests: started on free loopback ports, waited for, always stopped."""
+"""The stack's real processes as the tests and the benchmarks start them: the Rebyte double, Temporal's dev server,
+Celery workers (or the worker host), the sweeper, the webhooks loop and the web server, each on free loopback ports,
+waited for, always stopped.
+
+It lives in the roof because it composes every app's processes, as `make run` (the Procfile) does; the tests and
+bench/ both import it from here, so neither imports the other."""
 
 import os
 import secrets

@@ -5,11 +5,11 @@ import httpx
 import pytest
 from django.test import Client
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
-from rest_framework.authtoken.models import Token
 
 from impo.devstack import start_web, wait_until
 from runtime import selectors
 from runtime.models import Event, EventType, Run, RunState
+from tests.client import token_of
 from tests.devices import device_answers, register_device
 from tests.factories import UserFactory
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -76,7 +76,7 @@ def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(trac
     _, web = start_web(traced_stack)
     traced_stack.start_worker()
     user = UserFactory(is_staff=True, is_superuser=True)
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=user).key}"}
+    headers = {"Authorization": f"Bearer {token_of(user)}"}
     with httpx.Client(base_url=web, headers=headers) as phone:
         device_id = register_device(phone)
 
@@ -146,7 +146,7 @@ def test_without_an_otlp_endpoint_nothing_is_traced_and_events_carry_no_trace(st
     _, web = start_web(stack)
     stack.start_worker()
     user = UserFactory()
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=user).key}"}
+    headers = {"Authorization": f"Bearer {token_of(user)}"}
 
     accepted = httpx.post(
         f"{web}/api/v1/conversation/messages",
@@ -171,7 +171,7 @@ def test_a_provider_outage_mid_run_is_an_error_on_its_spans_and_the_retry_contin
 ):
     _, web = start_web(traced_stack)
     traced_stack.start_worker()
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=UserFactory()).key}"}
+    headers = {"Authorization": f"Bearer {token_of(UserFactory())}"}
     # Every try the SDK makes of one read: the gateway sorts it as one Unavailable, and the run is given back.
     rebyte_double.fault("list_turns", "http_error", status=503, times=3)
 

@@ -7,13 +7,12 @@ import time
 import pytest
 import redis
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from impo.devstack import Stack, start_web, wait_until
 from runtime.outbound import conversation_group
-from tests.client import history, post_message, socket_url, web_client
+from tests.client import history, post_message, socket_url, token_of, web_client
 from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
 
@@ -80,7 +79,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
     try:
         web, web_url = start_web(stack, processes=1)
         users = UserFactory.create_batch(USERS)
-        tokens = [Token.objects.create(user=user).key for user in users]
+        tokens = [token_of(user) for user in users]
         urls = [socket_url(web_url, main_conversation(web_url, token), token) for token in tokens]
         held = [[open_socket(url) for _ in range(HELD_PER_USER)] for url in urls]
         assert not [socket for sockets in held for socket in sockets if isinstance(socket, int)]
@@ -132,7 +131,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
 @pytest.mark.django_db(transaction=True)
 def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(stack, user, settings):
     web, web_url = start_web(stack, processes=1)
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     url = socket_url(web_url, main_conversation(web_url, token), token)
     bystander, deep, oversized = open_socket(url), open_socket(url), open_socket(url)
 
@@ -154,7 +153,7 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 @pytest.mark.django_db(transaction=True)
 def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, settings):
     stack.env["IMPO_CHANNEL_GROUP_EXPIRY_SECONDS"] = str(GROUP_EXPIRY_SECONDS)
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     killed, killed_url = start_web(stack, processes=1, name="web-killed")
     conversation_id = main_conversation(killed_url, token)
     orphan = open_socket(socket_url(killed_url, conversation_id, token))

@@ -7,7 +7,7 @@ from django.test import Client
 
 from runtime.models import Event, Run, RunState
 from tests.client import post_message
-from tests.factories import UserFactory
+from tests.factories import ToolCallFactory, UserFactory
 from tools.models import ToolCall, ToolCallState
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,7 @@ def parked_run(api, client_message_id="m-1") -> Run:
 
 
 def uncertain_call(run: Run) -> ToolCall:
-    return ToolCall.objects.create(
+    return ToolCallFactory(
         run=run, call_id="call-1", tool_name="play_sound", arguments={"sound": "chime"}, state=ToolCallState.UNCERTAIN
     )
 

@@ -10,7 +10,7 @@ from rebyte.models import RemoteTurn
 from runtime import retries, selectors
 from runtime.models import Event, EventType, Message, Run, RunState, StaffRunAction
 from tests.client import finished_run, post_message
-from tests.factories import UserFactory
+from tests.factories import RemoteTurnFactory, UserFactory
 
 RUNS = "/admin/runtime/run/"
 
@@ -59,7 +59,7 @@ def test_a_failed_run_retried_by_staff_completes_on_the_same_submission(workers,
 
 def test_retrying_resets_the_failure_and_drops_the_binding_to_the_failed_turn(api, staff):
     run = failed(queued_run(api, "m-1"))
-    RemoteTurn.objects.create(run=run, turn_id="turn-that-failed", projected={"item-1": 3})
+    RemoteTurnFactory(run=run, turn_id="turn-that-failed", projected={"item-1": 3})
 
     outcome = retries.staff_retry_failed_run(run.id, actor=staff, batch=uuid.uuid4())
 

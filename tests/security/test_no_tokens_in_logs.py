@@ -3,12 +3,11 @@ carry their token) and, when its access log is on, each request's; both are reda
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from impo.devstack import start_web, wait_until
-from tests.client import bearer, socket_url
+from tests.client import bearer, socket_url, token_of
 from tests.factories import UserFactory
 
 
@@ -19,7 +18,7 @@ def test_the_web_and_worker_logs_hold_no_token_minted_in_the_session(stack):
     # The access log on, as a deployment may run it: every request line, query string included.
     web, web_url = start_web(stack, env={"GUNICORN_CMD_ARGS": "--access-logfile -"})
     owner, stranger = UserFactory.create_batch(2)
-    minted = [Token.objects.create(user=owner).key, Token.objects.create(user=stranger).key]
+    minted = [token_of(owner), token_of(stranger)]
     token, strangers_token = minted
     conversation_id = httpx.get(f"{web_url}/api/v1/conversation", headers=bearer(token), timeout=30).json()[
         "conversationId"

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from impo.devstack import start_web, wait_until
 from runtime.models import Event, EventType, RunState
-from tests.client import finished_run, post_message, run_of, send_message
+from tests.client import finished_run, post_message, run_of, send_message, token_of
 from tests.concurrency import all_at_once
 from tests.devices import device_answers, register_device
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
@@ -142,7 +141,7 @@ def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, use
     approval_stack.start_worker()
     submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
     devices = [("phone", "approve"), ("laptop", "deny")]
 
     def decide(index: int) -> httpx.Response:
@@ -199,7 +198,7 @@ def test_the_ai_sdk_reads_the_approval_request_and_its_outcome(approval_stack, a
     approval_stack.start_worker()
     submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
     url = f"{base_url}/api/v1/submissions/{submission_id}/stream"
     pending = approval_request_chunk(url, token)
     assert pending == {"type": "tool-approval-request", "approvalId": str(call.id), "toolCallId": call.call_id}

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from impo.devstack import start_web, wait_until
 from runtime.models import Run, RunState
-from tests.client import bearer, token_of
+from tests.client import bearer, post_message, token_of, web_client
 from tests.factories import UserFactory
 from tests.security.handshake import session_cookie
 
@@ -47,13 +47,9 @@ def provider_errors(figures, operation: str, kind: str) -> float:
 
 
 def post_messages(web: str, key: str, count: int) -> None:
-    for number in range(count):
-        response = httpx.post(
-            f"{web}/api/v1/conversation/messages",
-            json={"clientMessageId": f"m-{number}", "text": f"message {number}"},
-            headers=bearer(key),
-        )
-        assert response.status_code == 202, response.text
+    with web_client(web, key) as client:
+        for number in range(count):
+            post_message(client, f"message {number}", client_message_id=f"m-{number}")
 
 
 def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_provider_failures(

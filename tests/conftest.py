@@ -140,6 +140,8 @@ class SharedStack:
     A run still in a worker's hands when its rows go loses its lease, as any run whose row vanished would.
     While a test runs a private stack the shared one is stopped: both would consume the session's queue."""
 
+    started: "SharedStack | None" = None  # the session's, while its processes run
+
     def __init__(self, double):
         self.double = double
         self.stack = None
@@ -155,6 +157,7 @@ class SharedStack:
             self.stack = Stack(database_name=database_name, double=self.double, redis_url=redis_url)
             self.stack.start_worker("shared-worker")
             self.stack.start_sweeper()
+            SharedStack.started = self
         return self.stack
 
     def web_url(self) -> str:
@@ -174,10 +177,22 @@ class SharedStack:
         if self.stack is not None:
             self.stack.stop()
             self.stack, self._web_url, self._webhooks = None, None, None
+        SharedStack.started = None
+
+
+@pytest.fixture(autouse=True)
+def no_shared_stack_unless_asked(request):
+    """A test that did not ask for the shared stack runs without it, as before there was one: its worker would take
+    the test's runs (a queued run stays queued only with no worker) and its sweeper would wake them. Stopping it
+    is a SIGKILL; the collection order (`_start_order`) runs the shared stack's tests together, so it is rarely
+    started again."""
+    if SharedStack.started is not None and "shared_stack" not in request.fixturenames:
+        SharedStack.started.stop()
 
 
 @pytest.fixture(scope="session")
-def shared_stack(rebyte_double_process):
+def shared_stack(django_db_setup, rebyte_double_process):
+    # After the test database (torn down after it): its processes hold connections that would keep it from dropping.
     shared = SharedStack(rebyte_double_process)
     yield shared
     shared.stop()

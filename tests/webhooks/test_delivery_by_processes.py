@@ -94,9 +94,7 @@ def test_a_delivery_reaches_a_receiver_that_was_down_for_30_seconds_signed_and_u
     assert not second.signed_by("whsec_" + "0" * 64)
 
 
-def test_a_run_of_one_user_is_never_sent_to_another_users_endpoint(stack, api, other_api, receivers):
-    stack.start_worker()
-    stack.start_webhooks()
+def test_a_run_of_one_user_is_never_sent_to_another_users_endpoint(shared_webhooks, api, other_api, receivers):
     mine, theirs = receivers(), receivers()
     my_endpoint = subscribe(api, mine.url, ["run.completed", "run.failed"])
     their_endpoint = subscribe(other_api, theirs.url, ["run.completed", "run.failed"])

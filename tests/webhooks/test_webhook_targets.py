@@ -136,15 +136,13 @@ def test_a_name_that_resolves_to_loopback_at_send_time_is_not_contacted(stack, a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_redirect_is_not_followed_and_errors_say_nothing_of_the_port(stack, api, settings, receivers):
+def test_a_redirect_is_not_followed_and_errors_say_nothing_of_the_port(shared_webhooks, api, settings, receivers):
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     inner = receivers()
     redirecting = receivers((302,), location=inner.url)
     closed_port = f"http://127.0.0.1:{free_port()}/hooks/impo"
     redirected = create(api, redirecting.url).json()
     refused = create(api, closed_port).json()
-    stack.start_worker()
-    stack.start_webhooks()
 
     complete_a_run(api)
     redirect_attempt = attempted(redirected["id"])

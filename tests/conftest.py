@@ -1,3 +1,4 @@
+import contextlib
 import subprocess
 import uuid
 
@@ -190,12 +191,28 @@ def no_shared_stack_unless_asked(request):
         SharedStack.started.stop()
 
 
+def _other_connections_gone() -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0] == 0
+
+
 @pytest.fixture(scope="session")
-def shared_stack(django_db_setup, rebyte_double_process):
-    # After the test database (torn down after it): its processes hold connections that would keep it from dropping.
+def shared_stack(django_db_setup, django_db_blocker, rebyte_double_process):
+    """Set up after the test database, so torn down before it is dropped: every stack's processes are gone by
+    then (a private stack stops with its test), but a SIGKILLed process's server backends may end a moment later,
+    and the drop fails while one is still there. A connection that stays (not a stack's) is left to the drop."""
+    from impo.devstack import wait_until
+
     shared = SharedStack(rebyte_double_process)
     yield shared
     shared.stop()
+    with django_db_blocker.unblock(), contextlib.suppress(TimeoutError):
+        wait_until(_other_connections_gone, timeout=10, interval=0.2, what="the killed processes' connections to end")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ PGHOST ?= 127.0.0.1
 PGUSER ?= postgres
 DATABASE ?= impo
 
-.PHONY: run test chaos bench install lock database browser lint
+.PHONY: run test test-fast chaos bench install lock database browser lint
 
 # The stack runs as the tests run the web server: DEBUG off (a person sees the project's own 404 and 500 pages,
 # not Django's debug pages listing every route), over plain HTTP on loopback, with a key kept in var/. Static
@@ -27,6 +27,11 @@ run: install database
 TEST_WORKERS ?= 3
 test: install database browser
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load
+
+# The tests that start no process (no worker, web server, double or Temporal): marked `fast` by tests/conftest.py,
+# which also fails a fast test that starts a process anyway. Minutes, not the suite's quarter hour.
+test-fast: install database
+	$(BIN)/python -m pytest -m fast -n $(TEST_WORKERS) --dist load
 
 # A longer, wider chaos run than the suite's; IMPO_CHAOS_SEED replays one. Prints its figures.
 chaos: install database

@@ -93,7 +93,7 @@ def main() -> None:
 
     from bench import admission, execution, recovery, stream
     from impo.celery import app
-    from tests.processes import RebyteDouble, Stack
+    from impo.devstack import RebyteDouble, Stack
 
     double = RebyteDouble()
     stack = Stack(database_name=database, double=double, redis_url=os.environ["REDIS_URL"])

@@ -21,8 +21,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.harness import PGHOST, PGUSER, Figure
+from impo.devstack import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
 from runtime.services import admission
-from tests.processes import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
 
 CLIENT_CONCURRENCY = 8
 WEB_PROCESSES = 2

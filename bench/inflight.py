@@ -24,7 +24,7 @@ from bench import floors, own_share
 from bench.admission import cpu_seconds
 from bench.harness import Figure, create_users, median_and_p95
 from bench.worker_host import HOST, LEASE_SECONDS, start_host
-from tests.processes import Stack, WorkerProcess, start_web, wait_until
+from impo.devstack import Stack, WorkerProcess, start_web, wait_until
 
 REPLY_LENGTH = 100  # "Echo: " and the message: a turn of N deltas sends REPLY_LENGTH / N characters each
 SAMPLE_SECONDS = 0.5

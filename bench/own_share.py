@@ -8,7 +8,7 @@ import uuid
 
 from bench.harness import Figure, median_and_p95
 from bench.worker_host import start_host
-from tests.processes import Stack, start_web
+from impo.devstack import Stack, start_web
 
 
 def watch_turn(stack: Stack, session_id: str, seen: dict, ready: threading.Event) -> None:

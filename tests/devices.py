@@ -4,29 +4,23 @@
 requests, an `httpx.Client` with that server's base URL and the user's bearer token.
 """
 
-import httpx
-
-
-def _post(client, path: str, body: dict):
-    if isinstance(client, httpx.Client):
-        return client.post(path, json=body)
-    return client.post(path, body, format="json")
+from tests.client import post
 
 
 def register_device(client, installation_id: str = "phone-1", tools=("play_sound",)) -> str:
-    response = _post(client, "/api/v1/devices/register", {"installationId": installation_id, "tools": list(tools)})
+    response = post(client, "/api/v1/devices/register", {"installationId": installation_id, "tools": list(tools)})
     assert response.status_code == 200, response.content
     return response.json()["deviceId"]
 
 
 def claim(client, invocation_id, device_id: str):
-    return _post(client, f"/api/v1/device-tool-invocations/{invocation_id}/claim", {"deviceId": device_id})
+    return post(client, f"/api/v1/device-tool-invocations/{invocation_id}/claim", {"deviceId": device_id})
 
 
 def report(client, invocation_id, device_id: str, execution_id: str, **result):
     """The device's result for its execution: a success playing the sound unless `result` says otherwise."""
     body = {"deviceId": device_id, "executionId": execution_id, "success": True, "output": {"played": True}}
-    return _post(client, f"/api/v1/device-tool-invocations/{invocation_id}/result", {**body, **result})
+    return post(client, f"/api/v1/device-tool-invocations/{invocation_id}/result", {**body, **result})
 
 
 def device_answers(client, device_id: str, invocation_id, output) -> None:

@@ -8,11 +8,11 @@ import uuid
 from pathlib import Path
 
 from impo import worker_liveness
+from impo.devstack import wait_until
 from runtime.models import RunState
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import create_task
-from tests.processes import wait_until
-from tests.runs import finished_run
+from tests.client import finished_run
 
 
 def children_of(pid: int) -> set[int]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from impo.devstack import ServiceProcess, Stack, wait_until
 from tests.chaos.websocket import Closed, WebsocketConnection
-from tests.processes import ServiceProcess, Stack, wait_until
 
 SETTLED_STATES = {"completed", "failed", "cancelled", "pending_reconciliation"}
 # Liveness, stated: once the last fault is over, every accepted command settles within this bound (a lease,

@@ -6,10 +6,10 @@
 import pytest
 from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web
 from tests.chaos.invariants import check_all
 from tests.chaos.runner import ChaosConfig, ChaosRun, ChaosUser
 from tests.factories import UserFactory
-from tests.processes import start_web
 
 
 @pytest.mark.timeout(900)

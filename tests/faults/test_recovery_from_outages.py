@@ -18,9 +18,9 @@ import httpx
 import psycopg
 import pytest
 
+from impo.devstack import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 from tests.chaos.websocket import WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
-from tests.processes import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 
 SWEEP_SECONDS = 0.3
 SETTLE_BOUND_SECONDS = Stack.LEASE_SECONDS + SWEEP_SECONDS + 10
@@ -31,6 +31,8 @@ CREATE_USERS = """
 import json
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
+
+pytestmark = pytest.mark.slow
 users = [get_user_model().objects.create_user(f"faults-{{n}}", password=f"unused-{{n}}") for n in range({users})]
 print(json.dumps([Token.objects.create(user=user).key for user in users]))
 """

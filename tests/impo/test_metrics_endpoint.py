@@ -7,11 +7,11 @@ import secrets
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Run, RunState
+from tests.client import bearer, post_message, token_of, web_client
 from tests.factories import UserFactory
-from tests.processes import start_web, wait_until
 from tests.security.handshake import session_cookie
 
 # The SDK tries an idempotent read this many times (its own retries) before the listing counts as failed.
@@ -31,14 +31,6 @@ def web(stack, metrics_token):
     return url
 
 
-def bearer(key: str) -> dict:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def token_of(user) -> str:
-    return Token.objects.create(user=user).key
-
-
 def scrape(web: str, headers: dict) -> dict[str, dict[tuple, float]]:
     """{family name: {sorted label items: value}} of one scrape."""
     response = httpx.get(f"{web}/metrics", headers=headers, timeout=30)
@@ -55,13 +47,9 @@ def provider_errors(figures, operation: str, kind: str) -> float:
 
 
 def post_messages(web: str, key: str, count: int) -> None:
-    for number in range(count):
-        response = httpx.post(
-            f"{web}/api/v1/conversation/messages",
-            json={"clientMessageId": f"m-{number}", "text": f"message {number}"},
-            headers=bearer(key),
-        )
-        assert response.status_code == 202, response.text
+    with web_client(web, key) as client:
+        for number in range(count):
+            post_message(client, f"message {number}", client_message_id=f"m-{number}")
 
 
 def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_provider_failures(

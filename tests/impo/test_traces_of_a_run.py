@@ -5,14 +5,14 @@ import httpx
 import pytest
 from django.test import Client
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
-from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime import selectors
 from runtime.models import Event, EventType, Run, RunState
+from tests.client import post_message, submission, token_of, web_client
 from tests.devices import device_answers, register_device
 from tests.factories import UserFactory
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
-from tests.processes import start_web, wait_until
 
 TOOL_SCRIPT = '/tool current_time {"timeZone": "Europe/Paris"}\n/tool play_sound {"sound": "chime"}'
 # Every boundary one run crosses; the wait below lasts until each has reached the receiver.
@@ -76,17 +76,9 @@ def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(trac
     _, web = start_web(traced_stack)
     traced_stack.start_worker()
     user = UserFactory(is_staff=True, is_superuser=True)
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=user).key}"}
-    with httpx.Client(base_url=web, headers=headers) as phone:
+    with web_client(web, token_of(user)) as phone:
         device_id = register_device(phone)
-
-        accepted = httpx.post(
-            f"{web}/api/v1/conversation/messages",
-            json={"clientMessageId": "m-1", "text": TOOL_SCRIPT, "deviceId": device_id},
-            headers=headers,
-        )
-        assert accepted.status_code == 202, accepted.text
-        submission_id = accepted.json()["submissionId"]
+        submission_id = post_message(phone, TOOL_SCRIPT, deviceId=device_id)["submissionId"]
         answer_the_device_call(phone, device_id)
     run = wait_until(
         lambda: Run.objects.filter(
@@ -134,7 +126,8 @@ def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(trac
     assert {EventType.SUBMISSION_ACCEPTED, EventType.TOOL_ACCEPTED, EventType.RUN_COMPLETED} <= {e.type for e in events}
     assert {event.trace_id for event in events} == {trace_id}
     assert run.trace_id == trace_id
-    assert httpx.get(f"{web}/api/v1/submissions/{submission_id}", headers=headers).json()["traceId"] == trace_id
+    with web_client(web, token_of(user)) as client:
+        assert submission(client, submission_id)["traceId"] == trace_id
     assert {event["traceId"] for event in selectors.submission_events_after(submission_id, 0)} == {trace_id}
     admin = Client()
     admin.force_login(user)
@@ -146,22 +139,16 @@ def test_without_an_otlp_endpoint_nothing_is_traced_and_events_carry_no_trace(st
     _, web = start_web(stack)
     stack.start_worker()
     user = UserFactory()
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=user).key}"}
+    with web_client(web, token_of(user)) as client:
+        submission_id = post_message(client, '/tool current_time {"timeZone": "UTC"}')["submissionId"]
+        run = wait_until(
+            lambda: Run.objects.filter(submission_id=submission_id, state=RunState.COMPLETED).first(),
+            timeout=60,
+            what="the run to complete",
+        )
 
-    accepted = httpx.post(
-        f"{web}/api/v1/conversation/messages",
-        json={"clientMessageId": "m-1", "text": '/tool current_time {"timeZone": "UTC"}'},
-        headers=headers,
-    )
-    submission_id = accepted.json()["submissionId"]
-    run = wait_until(
-        lambda: Run.objects.filter(submission_id=submission_id, state=RunState.COMPLETED).first(),
-        timeout=60,
-        what="the run to complete",
-    )
-
-    assert run.traceparent == ""
-    assert httpx.get(f"{web}/api/v1/submissions/{submission_id}", headers=headers).json()["traceId"] is None
+        assert run.traceparent == ""
+        assert submission(client, submission_id)["traceId"] is None
     assert set(Event.objects.filter(submission_id=submission_id).values_list("trace_id", flat=True)) == {""}
     assert {event["traceId"] for event in selectors.submission_events_after(submission_id, 0)} == {None}
 
@@ -171,15 +158,14 @@ def test_a_provider_outage_mid_run_is_an_error_on_its_spans_and_the_retry_contin
 ):
     _, web = start_web(traced_stack)
     traced_stack.start_worker()
-    headers = {"Authorization": f"Bearer {Token.objects.create(user=UserFactory()).key}"}
+    token = token_of(UserFactory())
     # Every try the SDK makes of one read: the gateway sorts it as one Unavailable, and the run is given back.
     rebyte_double.fault("list_turns", "http_error", status=503, times=3)
 
-    accepted = httpx.post(
-        f"{web}/api/v1/conversation/messages", json={"clientMessageId": "m-1", "text": "hello"}, headers=headers
-    )
+    with web_client(web, token) as client:
+        submission_id = post_message(client)["submissionId"]
     run = wait_until(
-        lambda: Run.objects.filter(submission_id=accepted.json()["submissionId"], state=RunState.COMPLETED).first(),
+        lambda: Run.objects.filter(submission_id=submission_id, state=RunState.COMPLETED).first(),
         timeout=60,
         what="the run to complete after the outage",
     )

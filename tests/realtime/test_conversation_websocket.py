@@ -6,23 +6,19 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.db import connection, transaction
-from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
 from runtime.events import append_events
 from runtime.models import EventType
+from tests.client import send_message, socket_path, token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def conversation(api):
-    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    send_message(api, "hi", client_message_id="m-1")
     return api.get("/api/v1/conversation").json()["conversationId"]
-
-
-def token_of(user) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
 
 
 def write_events(conversation_id, count):
@@ -47,7 +43,7 @@ def test_replay_then_live_has_no_gap_and_no_duplicate_under_a_concurrent_writer(
         finally:
             connection.close()
 
-    path = f"/ws/v1/conversations/{conversation}/?after=0&token={token_of(user)}"
+    path = socket_path(conversation, token_of(user))
 
     async def scenario():
         thread = threading.Thread(target=writer)
@@ -89,7 +85,7 @@ def test_a_reconnect_after_a_seq_receives_each_missing_event_exactly_once(user, 
 
 
 def test_another_users_socket_is_refused(other_user, conversation):
-    path = f"/ws/v1/conversations/{conversation}/?after=0&token={token_of(other_user)}"
+    path = socket_path(conversation, token_of(other_user))
 
     async def scenario():
         communicator = WebsocketCommunicator(application, path)
@@ -104,7 +100,7 @@ def test_another_users_socket_is_refused(other_user, conversation):
 
 def test_a_socket_without_credentials_is_refused(conversation):
     async def scenario():
-        communicator = WebsocketCommunicator(application, f"/ws/v1/conversations/{conversation}/?after=0")
+        communicator = WebsocketCommunicator(application, socket_path(conversation))
         connected, _ = await communicator.connect()
         # Ends the consumer as a server would after the close; left running, its channel-layer read is
         # cancelled at loop teardown instead, which can hang there.

@@ -10,6 +10,7 @@ from rest_framework.authtoken.models import Token
 from impo.asgi import application
 from runtime.events import append_events
 from runtime.models import EventType
+from tests.client import send_message
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
 
@@ -27,7 +28,7 @@ def short_interval(settings):
 def conversation_with_token() -> tuple[str, str]:
     user = UserFactory()
     api = bearer_client(user)
-    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    send_message(api, "hi", client_message_id="m-1")
     return api.get("/api/v1/conversation").json()["conversationId"], Token.objects.get(user=user).key
 
 

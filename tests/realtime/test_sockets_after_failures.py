@@ -4,18 +4,19 @@ process killed. Whatever ends a socket gives back its slot and its group members
 
 import time
 
-import httpx
 import pytest
 import redis
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from impo.devstack import Stack, start_web, wait_until
 from runtime.outbound import conversation_group
+from tests.client import history, post_message, socket_url, token_of, web_client
 from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
-from tests.processes import Stack, start_web, wait_until
+
+pytestmark = pytest.mark.slow
 
 SOCKET_CAP = 6
 HELD_PER_USER = SOCKET_CAP - 1
@@ -24,23 +25,9 @@ REDIS_DOWN_SECONDS = 15
 GROUP_EXPIRY_SECONDS = 30  # the shortest a membership renewed every 15 s can safely live
 
 
-def socket_url(web_url: str, conversation_id: str, token: str) -> str:
-    return f"{web_url.replace('http', 'ws', 1)}/ws/v1/conversations/{conversation_id}/?after=0&token={token}"
-
-
 def main_conversation(web_url: str, token: str) -> str:
-    response = httpx.get(f"{web_url}/api/v1/conversation", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return response.raise_for_status().json()["conversationId"]
-
-
-def post_message(web_url: str, token: str, client_message_id: str) -> None:
-    response = httpx.post(
-        f"{web_url}/api/v1/conversation/messages",
-        json={"clientMessageId": client_message_id, "text": "hello"},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
-    assert response.status_code == 202, response.text
+    with web_client(web_url, token) as client:
+        return history(client)["conversationId"]
 
 
 def open_socket(url: str):
@@ -92,7 +79,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
     try:
         web, web_url = start_web(stack, processes=1)
         users = UserFactory.create_batch(USERS)
-        tokens = [Token.objects.create(user=user).key for user in users]
+        tokens = [token_of(user) for user in users]
         urls = [socket_url(web_url, main_conversation(web_url, token), token) for token in tokens]
         held = [[open_socket(url) for _ in range(HELD_PER_USER)] for url in urls]
         assert not [socket for sockets in held for socket in sockets if isinstance(socket, int)]
@@ -144,7 +131,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
 @pytest.mark.django_db(transaction=True)
 def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(stack, user, settings):
     web, web_url = start_web(stack, processes=1)
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     url = socket_url(web_url, main_conversation(web_url, token), token)
     bystander, deep, oversized = open_socket(url), open_socket(url), open_socket(url)
 
@@ -153,7 +140,8 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 
     assert closed_with(deep) == 1007
     assert closed_with(oversized) == 1009
-    post_message(web_url, token, "after-the-bad-frames")
+    with web_client(web_url, token) as client:
+        post_message(client, client_message_id="after-the-bad-frames")
     event = bystander.recv(timeout=20)
     assert '"submission.accepted"' in event
     # Their slots came back at once: only the bystander's is held.
@@ -165,7 +153,7 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 @pytest.mark.django_db(transaction=True)
 def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, settings):
     stack.env["IMPO_CHANNEL_GROUP_EXPIRY_SECONDS"] = str(GROUP_EXPIRY_SECONDS)
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     killed, killed_url = start_web(stack, processes=1, name="web-killed")
     conversation_id = main_conversation(killed_url, token)
     orphan = open_socket(socket_url(killed_url, conversation_id, token))
@@ -187,6 +175,7 @@ def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, se
     # The live socket's membership outlived the expiry (renewed), so the push still reaches it.
     wait_until(lambda: time.monotonic() - started > GROUP_EXPIRY_SECONDS + 5, timeout=90, what="the expiry to pass")
     assert members() == 1
-    post_message(web_url, token, "after-the-expiry")
+    with web_client(web_url, token) as client:
+        post_message(client, client_message_id="after-the-expiry")
     assert '"submission.accepted"' in survivor.recv(timeout=20)
     survivor.close()

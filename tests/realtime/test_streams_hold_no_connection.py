@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
-from tests.processes import WEB_PROCESSES, start_web, wait_until
+from impo.devstack import WEB_PROCESSES, start_web, wait_until
+from tests.client import send_message, token_of
 
 POOL_SIZE = 5  # each web process's pool, made small so that streams holding connections would drain it
 STREAMS = 30
@@ -30,12 +30,10 @@ def test_thirty_open_streams_of_one_user_leave_other_users_requests_answering(st
     stack.env["DATABASE_POOL_MAX_SIZE"] = str(POOL_SIZE)
     stack.env["IMPO_LIMIT_STREAMS"] = str(STREAMS)  # this user may hold them all: the pool is what is tested
     _, web = start_web(stack)  # no worker: the run stays queued and every stream stays open, waiting
-    submission_id = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "wait for me"}, format="json"
-    ).json()["submissionId"]
+    submission_id = send_message(api, "wait for me", client_message_id="m-1").json()["submissionId"]
     # A bearer token: a session cookie made here would not verify there (the server has a secret key of its own).
-    streamer = {"Authorization": f"Bearer {Token.objects.get_or_create(user=user)[0].key}"}
-    other = {"Authorization": f"Bearer {Token.objects.get_or_create(user=other_user)[0].key}"}
+    streamer = {"Authorization": f"Bearer {token_of(user)}"}
+    other = {"Authorization": f"Bearer {token_of(other_user)}"}
     opened, release = threading.Semaphore(0), threading.Event()
 
     def hold_stream():

@@ -9,25 +9,18 @@ from pathlib import Path
 import httpx
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Event, EventType, Run
+from tests.client import post_message, send_message, token_of
 from tests.devices import register_device
-from tests.processes import start_web, wait_until
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 
 @pytest.fixture
-def web(stack):
-    _, url = start_web(stack)
-    return url
-
-
-def post_message(api, text, client_message_id="m-1"):
-    return api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    ).json()
+def web(shared_web):
+    return shared_web
 
 
 def read_stream(url: str, token: str) -> tuple[httpx.Headers, list]:
@@ -94,10 +87,9 @@ def read_with_the_ai_sdk(url: str, token: str) -> dict:
     return json.loads(result.stdout)
 
 
-def cancelled_mid_reply(api, rebyte_double, stack) -> str:
+def cancelled_mid_reply(api, rebyte_double) -> str:
     """A run cancelled while its reply streams: its input was sent, so the remote turn is cancelled."""
     rebyte_double.configure(delta_delay_ms=200)
-    stack.start_worker()
     submission_id = post_message(api, "/slow a reply that will be cut short")["submissionId"]
     wait_until(
         lambda: Event.objects.filter(submission_id=submission_id, type=EventType.TEXT_DELTA).exists(),
@@ -109,8 +101,7 @@ def cancelled_mid_reply(api, rebyte_double, stack) -> str:
     return submission_id
 
 
-def test_a_finished_submission_streams_a_complete_reconstruction(stack, web, api, user):
-    stack.start_worker()
+def test_a_finished_submission_streams_a_complete_reconstruction(workers, web, api, user):
     receipt = post_message(api, "stream me")
     run = completed(receipt["submissionId"])
 
@@ -125,11 +116,10 @@ def test_a_finished_submission_streams_a_complete_reconstruction(stack, web, api
     assert status[-1]["data"] == {"schemaVersion": 1, "submissionId": receipt["submissionId"], "status": "completed"}
 
 
-def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, api, user, rebyte_double):
+def test_subscribers_opening_mid_stream_each_get_the_whole_message(workers, web, api, user, rebyte_double):
     # One character every half second: the reply streams for ~15 s, far longer than the subscribers
     # need to open and register, so they surely join mid-stream even on a loaded machine.
     rebyte_double.configure(delta_delay_ms=50)
-    stack.start_worker()
     receipt = post_message(api, "/slow several listeners at once")
     wait_until(
         lambda: Event.objects.filter(submission_id=receipt["submissionId"], type=EventType.TEXT_DELTA).exists(),
@@ -157,9 +147,8 @@ def test_subscribers_opening_mid_stream_each_get_the_whole_message(stack, web, a
         assert text_of(items) == "Echo: several listeners at once"
 
 
-def test_closing_a_stream_does_not_cancel_the_run(stack, web, api, user, rebyte_double):
+def test_closing_a_stream_does_not_cancel_the_run(workers, web, api, user, rebyte_double):
     rebyte_double.configure(delta_delay_ms=200, delta_chunks=6)
-    stack.start_worker()
     receipt = post_message(api, "keep going")
     url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
     with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token_of(user)}"}, timeout=30) as response:
@@ -168,7 +157,7 @@ def test_closing_a_stream_does_not_cancel_the_run(stack, web, api, user, rebyte_
     assert completed(receipt["submissionId"]).submission.assistant_message.text == "Echo: keep going"
 
 
-def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(stack, web, api, other_user):
+def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(workers, web, api, other_user):
     receipt = post_message(api, "private")
     url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
 
@@ -181,11 +170,10 @@ def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(stack, w
     assert anonymous.json()["error"]["code"] == "unauthorized"
 
 
-def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(stack, web, api, user):
+def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(workers, web, api, user):
     assert shutil.which("node"), (
         "node is part of the machine image (docs/testing.md 'What the machine needs'); without it this test cannot run"
     )
-    stack.start_worker()
     receipt = post_message(api, "parse me with the real SDK")
     completed(receipt["submissionId"])
 
@@ -199,8 +187,7 @@ def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(sta
     assert text == assistant["text"] == "Echo: parse me with the real SDK"
 
 
-def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(stack, web, api, user):
-    stack.start_worker()
+def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(workers, web, api, user):
     receipt = post_message(api, "/fail the model broke")
     completed(receipt["submissionId"], "failed")
 
@@ -210,8 +197,8 @@ def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(stack, web,
     assert final_status(items) == "failed"
 
 
-def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(stack, web, api, user, rebyte_double):
-    submission_id = cancelled_mid_reply(api, rebyte_double, stack)
+def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(workers, web, api, user, rebyte_double):
+    submission_id = cancelled_mid_reply(api, rebyte_double)
 
     _, items = read_stream(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
 
@@ -219,10 +206,9 @@ def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(stack, w
     assert final_status(items) == "cancelled"
 
 
-def test_a_live_stream_of_a_run_that_fails_ends_with_finish(stack, web, api, user):
+def test_a_live_stream_of_a_run_that_fails_ends_with_finish(workers, web, api, user):
     receipt = post_message(api, "/fail broken while watched")
     reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
-    stack.start_worker()
     reader.join(timeout=60)
 
     [items] = results
@@ -230,8 +216,7 @@ def test_a_live_stream_of_a_run_that_fails_ends_with_finish(stack, web, api, use
     assert ending(items) == ["error", "data-instant-submission", "finish", "[DONE]"]
 
 
-def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(stack, web, api, user):
-    stack.start_worker()
+def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(workers, web, api, user):
     receipt = post_message(api, "/fail the model broke")
     completed(receipt["submissionId"], "failed")
 
@@ -242,8 +227,8 @@ def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(stack, web, api,
     assert parsed["message"]["id"] == str(Run.objects.get().submission.assistant_message_id)
 
 
-def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(stack, web, api, user, rebyte_double):
-    submission_id = cancelled_mid_reply(api, rebyte_double, stack)
+def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(workers, web, api, user, rebyte_double):
+    submission_id = cancelled_mid_reply(api, rebyte_double)
 
     parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
 
@@ -252,8 +237,7 @@ def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(stack, web, a
     assert parsed["errors"] == []
 
 
-def test_a_tool_phase_is_told_as_a_transient_step(stack, web, api, user):
-    stack.start_worker()
+def test_a_tool_phase_is_told_as_a_transient_step(workers, web, api, user):
     receipt = post_message(api, '/tool current_time {"timeZone": "UTC"}')
     completed(receipt["submissionId"])
 
@@ -270,13 +254,10 @@ def test_a_tool_phase_is_told_as_a_transient_step(stack, web, api, user):
     assert not [part for part in parsed["message"]["parts"] if part["type"] == "data-instant-step"]
 
 
-def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(stack, web, api, user):
+def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(workers, web, api, user):
     device_id = register_device(api)
-    stack.start_worker()
-    receipt = api.post(
-        "/api/v1/conversation/messages",
-        {"clientMessageId": "m-1", "text": '/tool play_sound {"sound": "chime"}', "deviceId": device_id},
-        format="json",
+    receipt = send_message(
+        api, '/tool play_sound {"sound": "chime"}', client_message_id="m-1", deviceId=device_id
     ).json()
     url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
 
@@ -287,7 +268,8 @@ def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream
     api.post(f"/api/v1/submissions/{receipt['submissionId']}/cancel", {}, format="json")
 
 
-def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, web, api, user):
+def test_a_stream_that_breaks_ends_with_error_and_done_but_no_finish(stack, api, user):
+    _, web = start_web(stack)
     receipt = post_message(api, "no worker will take this")  # no worker: the stream keeps polling the log
     reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
 
@@ -332,7 +314,3 @@ def first_step(url: str, token: str, *, kind: str) -> dict:
 
 def event_types_of(submission_id) -> list[str]:
     return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
-
-
-def token_of(user) -> str:
-    return Token.objects.get_or_create(user=user)[0].key

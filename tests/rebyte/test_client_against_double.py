@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
+from impo.devstack import wait_until
 from rebyte.client import Refused, Unavailable, UnknownOutcome
-from tests.processes import wait_until
 
 CURRENT_TIME = {
     "type": "function",

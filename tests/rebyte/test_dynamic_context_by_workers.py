@@ -5,23 +5,15 @@ import json
 import uuid
 from datetime import UTC, datetime
 
+from impo.devstack import free_port, wait_until
 from runtime.models import Run, RunState, Submission
 from scheduling import services as scheduling
+from tests.client import post_message
 from tests.devices import register_device
-from tests.processes import free_port, wait_until
 from tests.scheduling.plans import daily
 
 TOKYO = {"timeZone": "Asia/Tokyo", "currentDate": "2026-12-05T03:22:08+09:00"}
 TOKYO_NEXT_DAY = {"timeZone": "Asia/Tokyo", "currentDate": "2026-12-06T08:15:00+09:00"}
-
-
-def post_message(api, text, client_message_id, client_context=None) -> dict:
-    body = {"clientMessageId": client_message_id, "text": text}
-    if client_context is not None:
-        body["clientContext"] = client_context
-    response = api.post("/api/v1/conversation/messages", body, format="json")
-    assert response.status_code == 202, response.content
-    return response.json()
 
 
 def completed(submission_id) -> Run:
@@ -40,10 +32,11 @@ def session_context(double) -> dict:
     return json.loads(instructions.rsplit("\n", 1)[-1])
 
 
-def test_a_new_sessions_instructions_carry_the_messages_time_zone_and_date(stack, api, rebyte_double):
-    stack.start_worker()
+def test_a_new_sessions_instructions_carry_the_messages_time_zone_and_date(workers, api, rebyte_double):
 
-    completed(post_message(api, "remind me tomorrow at 9", "m-1", TOKYO)["submissionId"])
+    completed(
+        post_message(api, "remind me tomorrow at 9", client_message_id="m-1", clientContext=TOKYO)["submissionId"]
+    )
 
     assert session_context(rebyte_double) == {**TOKYO, "deviceTools": []}
     # The session's own record says the same: the instructions were accepted, not dropped on the way.
@@ -51,10 +44,9 @@ def test_a_new_sessions_instructions_carry_the_messages_time_zone_and_date(stack
     assert "Asia/Tokyo" in session["agent"]["instructions"]
 
 
-def test_without_a_client_context_the_instructions_carry_the_submission_time_in_utc(stack, api, rebyte_double):
-    stack.start_worker()
+def test_without_a_client_context_the_instructions_carry_the_submission_time_in_utc(workers, api, rebyte_double):
 
-    receipt = post_message(api, "what day is it?", "m-1")
+    receipt = post_message(api, "what day is it?", client_message_id="m-1")
     completed(receipt["submissionId"])
 
     submitted_at = Submission.objects.get(id=receipt["submissionId"]).created_at
@@ -63,11 +55,12 @@ def test_without_a_client_context_the_instructions_carry_the_submission_time_in_
     assert context["currentDate"].endswith("+00:00")
 
 
-def test_a_later_input_of_the_session_starts_with_its_own_date_line(stack, api, rebyte_double):
-    stack.start_worker()
-    completed(post_message(api, "first", "m-1", TOKYO)["submissionId"])
+def test_a_later_input_of_the_session_starts_with_its_own_date_line(workers, api, rebyte_double):
+    completed(post_message(api, "first", client_message_id="m-1", clientContext=TOKYO)["submissionId"])
 
-    run = completed(post_message(api, "and now?", "m-2", TOKYO_NEXT_DAY)["submissionId"])
+    run = completed(
+        post_message(api, "and now?", client_message_id="m-2", clientContext=TOKYO_NEXT_DAY)["submissionId"]
+    )
 
     state = rebyte_double.state()
     assert state["counts"]["sessions"] == 1
@@ -81,7 +74,7 @@ def test_a_later_input_of_the_session_starts_with_its_own_date_line(stack, api, 
     assert run.submission.assistant_message.text == "Echo: and now?"
 
 
-def test_a_scheduled_occurrence_carries_the_plans_time_zone_and_fire_time(stack, rebyte_double, user, settings):
+def test_a_scheduled_occurrence_carries_the_plans_time_zone_and_fire_time(workers, rebyte_double, user, settings):
     # Nothing listens there: the plan's Temporal signal fails fast and is left to discovery, which is not running.
     settings.TEMPORAL_ADDRESS = f"127.0.0.1:{free_port()}"
     plan = scheduling.create_plan(
@@ -93,7 +86,6 @@ def test_a_scheduled_occurrence_carries_the_plans_time_zone_and_fire_time(stack,
         now=datetime(2026, 3, 2, 12, 0, tzinfo=UTC),
     )
     fire_time = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
-    stack.start_worker()
 
     assert scheduling.admit_occurrence(plan_id=plan.id, revision=plan.revision, fire_time=fire_time) == "admitted"
 
@@ -105,8 +97,7 @@ def test_a_scheduled_occurrence_carries_the_plans_time_zone_and_fire_time(stack,
     }
 
 
-def test_the_instructions_name_the_device_tools_the_turn_may_use(stack, api, rebyte_double):
-    stack.start_worker()
+def test_the_instructions_name_the_device_tools_the_turn_may_use(workers, api, rebyte_double):
     device_id = register_device(api)
     body = {"clientMessageId": "m-1", "text": "ring my phone", "deviceId": device_id, "clientContext": TOKYO}
 

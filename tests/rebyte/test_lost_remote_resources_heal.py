@@ -4,22 +4,23 @@
 import pytest
 from django.test import Client
 
+from impo.devstack import RebyteDouble, Stack
 from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
 from runtime.models import Event, EventType, Run, RunState
+from tests.client import post_message, run_in_state, start_task
 from tests.factories import UserFactory
-from tests.processes import RebyteDouble, Stack
-from tests.runs import run_in_state
 
 CARRY = "Earlier in this conversation (context, not a new request):\n"
 
 
 @pytest.fixture
-def own_stack(transactional_db, settings):
+def own_stack(transactional_db, shared_stack, settings):
     """A stack on a double of its own, which a test may restart (the session-wide one serves other tests)."""
     from django.db import connection
 
     from impo.celery import app
 
+    shared_stack.stop()
     double = RebyteDouble()
     settings.REBYTE_BASE_URL = double.api_url
     app.control.purge()
@@ -27,12 +28,6 @@ def own_stack(transactional_db, settings):
     yield running
     running.stop()
     double.stop()
-
-
-def posted(api, path, text, client_message_id) -> dict:
-    response = api.post(path, {"clientMessageId": client_message_id, "text": text}, format="json")
-    assert response.status_code == 202, response.content
-    return response.json()
 
 
 def first_input_of(double_session: dict) -> list[str]:
@@ -53,16 +48,16 @@ def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(
     own_stack.start_worker("one")
     own_stack.start_worker("two")
     own_stack.start_sweeper()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "chat before", "c-1"))
-    task = posted(api, "/api/v1/tasks", "task before", "t-1")
-    run_in_state(task)
+    run_in_state(post_message(api, "chat before", client_message_id="c-1")["submissionId"])
+    task = start_task(api, "task before", client_message_id="t-1")
+    run_in_state(task["submissionId"])
 
     double.restart()
 
     # Both at once, on two workers: both find the agent gone, and one new agent serves them.
-    chat = posted(api, "/api/v1/conversation/messages", "chat after", "c-2")
-    task_message = posted(api, f"/api/v1/tasks/{task['taskId']}/messages", "task after", "t-2")
-    chat_run, task_run = run_in_state(chat), run_in_state(task_message)
+    chat = post_message(api, "chat after", client_message_id="c-2")
+    task_message = post_message(api, "task after", client_message_id="t-2", task_id=task["taskId"])
+    chat_run, task_run = run_in_state(chat["submissionId"]), run_in_state(task_message["submissionId"])
 
     assert chat_run.submission.assistant_message.text == "Echo: chat after"
     assert task_run.submission.assistant_message.text == "Echo: task after"
@@ -87,9 +82,9 @@ def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(
 
 def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, api):
     own_stack.start_worker()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(post_message(api, "before", client_message_id="c-1")["submissionId"])
     own_stack.double.restart()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "after", "c-2"))
+    run_in_state(post_message(api, "after", client_message_id="c-2")["submissionId"])
     desk = Client()
     desk.force_login(UserFactory(is_staff=True, is_superuser=True))
 
@@ -107,11 +102,13 @@ def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, ap
 def test_a_503_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(post_message(api, "before", client_message_id="c-1")["submissionId"])
     double.fault("create_session", "http_error", status=503, times=2)
     double.fault("list_sessions", "http_error", status=503, seconds=60)
 
-    run = run_in_state(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+    run = run_in_state(
+        start_task(api, "a task", client_message_id="t-1")["submissionId"], RunState.PENDING_RECONCILIATION
+    )
 
     assert CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION, kind="session").count() == 1
     assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
@@ -123,11 +120,13 @@ def test_a_503_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, ap
 def test_a_lost_answer_to_a_session_create_parks_the_run_and_heals_nothing(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(post_message(api, "before", client_message_id="c-1")["submissionId"])
     double.fault("create_session", "drop_response")
     double.fault("list_sessions", "http_error", status=503, seconds=60)
 
-    run = run_in_state(posted(api, "/api/v1/tasks", "a task", "t-1"), RunState.PENDING_RECONCILIATION)
+    run = run_in_state(
+        start_task(api, "a task", client_message_id="t-1")["submissionId"], RunState.PENDING_RECONCILIATION
+    )
 
     assert not SavedAgent.objects.filter(gone_at__isnull=False).exists()
     assert replaced_lines(run) == []
@@ -137,10 +136,10 @@ def test_a_lost_answer_to_a_session_create_parks_the_run_and_heals_nothing(own_s
 def test_a_session_answering_503_for_a_while_keeps_the_conversation_in_it(own_stack, api):
     double = own_stack.double
     own_stack.start_worker()
-    run_in_state(posted(api, "/api/v1/conversation/messages", "before", "c-1"))
+    run_in_state(post_message(api, "before", client_message_id="c-1")["submissionId"])
     double.fault("list_turns", "http_error", status=503, seconds=3)
 
-    run = run_in_state(posted(api, "/api/v1/conversation/messages", "during", "c-2"))
+    run = run_in_state(post_message(api, "during", client_message_id="c-2")["submissionId"])
 
     assert run.submission.assistant_message.text == "Echo: during"
     assert double.state()["counts"]["sessions"] == 1

@@ -2,10 +2,10 @@
 
 import pytest
 
+from impo.devstack import free_port
 from rebyte import provider_errors
 from rebyte.client import Unavailable
 from rebyte.provider import provider_gateway
-from tests.processes import free_port
 
 # The SDK tries an idempotent read this many times (its own retries) before the gateway sorts the failure.
 READ_ATTEMPTS = 3

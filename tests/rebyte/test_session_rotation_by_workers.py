@@ -1,6 +1,6 @@
+from impo.devstack import wait_until
 from rebyte.models import RemoteSession, SessionState
 from runtime.models import Run
-from tests.processes import wait_until
 
 
 def send_and_wait(api, client_message_id, text):

@@ -9,8 +9,8 @@ from django.utils import timezone
 from rebyte import services
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
 from rebyte.sessions import usable_session
-from runtime.models import Conversation, ConversationKind
 from runtime.services.commands import ensure_main_conversation
+from tests.factories import CreationIntentFactory, RemoteSessionFactory, TaskConversationFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -107,9 +107,7 @@ def test_two_remote_agents_carrying_the_intent_are_never_guessed_between(user, g
 
 def test_nothing_found_twice_after_the_grace_period_allows_one_new_create(user, gateway, rebyte_double):
     # A worker counted its create attempt and died before the request left: the outcome is unknown to us.
-    CreationIntent.objects.create(
-        owner=user, kind=IntentKind.AGENT, state=IntentState.PENDING_RECONCILIATION, attempts=1
-    )
+    CreationIntentFactory(owner=user, kind=IntentKind.AGENT, state=IntentState.PENDING_RECONCILIATION, attempts=1)
 
     assert services.reconcile_open_intents(gateway) == 1
 
@@ -124,17 +122,12 @@ def test_nothing_found_twice_after_the_grace_period_allows_one_new_create(user, 
 def session(user, gateway):
     agent = services.ensure_saved_agent(user, gateway)
     conversation = ensure_main_conversation(user)
-    intent = CreationIntent.objects.create(
-        owner=user, kind=IntentKind.SESSION, conversation=conversation, state=IntentState.CREATED, remote_id="sess_x"
-    )
-    return RemoteSession.objects.create(
+    return RemoteSessionFactory(
         conversation=conversation,
         saved_agent=agent,
         remote_id="sess_x",
-        intent=intent,
         tools_fingerprint="tools-a",
         context_estimate=100,
-        last_activity_at=timezone.now(),
     )
 
 
@@ -170,7 +163,7 @@ def test_a_session_under_every_limit_is_kept(session):
 
 
 def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, user):
-    task = Conversation.objects.create(owner=user, kind=ConversationKind.TASK, title="t")
+    task = TaskConversationFactory(owner=user)
     RemoteSession.objects.filter(id=session.id).update(conversation=task, turn_count=50)
 
     assert usable_session(task, fingerprint="tools-a", now=timezone.now()) == session

@@ -3,19 +3,14 @@ import uuid
 import pytest
 
 from runtime.models import Event, EventType, Message, Run, RunState, Submission
+from tests.client import send_message
 from tests.concurrency import all_at_once
 
 pytestmark = pytest.mark.django_db
 
 
-def post_message(api, client_message_id, text="hello", **extra):
-    return api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text, **extra}, format="json"
-    )
-
-
 def test_message_is_accepted_with_ids_of_the_user_message_and_the_submission(api, user):
-    response = post_message(api, "m-1", "What is the weather?")
+    response = send_message(api, "What is the weather?", client_message_id="m-1")
 
     assert response.status_code == 202
     submission = Submission.objects.get(id=response.json()["submissionId"])
@@ -26,7 +21,7 @@ def test_message_is_accepted_with_ids_of_the_user_message_and_the_submission(api
 
 
 def test_admission_saves_message_submission_run_and_accepted_event_together(api):
-    response = post_message(api, "m-1")
+    response = send_message(api, client_message_id="m-1")
 
     submission = Submission.objects.get(id=response.json()["submissionId"])
     assert list(Message.objects.filter(conversation=submission.conversation).values_list("role", "sequence")) == [
@@ -41,15 +36,15 @@ def test_admission_saves_message_submission_run_and_accepted_event_together(api)
 
 def test_wake_up_is_sent_only_after_the_admission_commits(api, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        post_message(api, "m-1")
+        send_message(api, client_message_id="m-1")
 
     # One wake-up for the run, one live push of the accepted event; neither ran before commit.
     assert len(callbacks) == 2
 
 
 def test_duplicate_client_message_id_returns_the_same_receipt(api):
-    first = post_message(api, "m-1", "same text")
-    second = post_message(api, "m-1", "same text")
+    first = send_message(api, "same text", client_message_id="m-1")
+    second = send_message(api, "same text", client_message_id="m-1")
 
     assert second.status_code == 202
     assert second.json() == first.json()
@@ -58,9 +53,9 @@ def test_duplicate_client_message_id_returns_the_same_receipt(api):
 
 
 def test_same_client_message_id_with_different_text_is_an_idempotency_conflict(api):
-    post_message(api, "m-1", "first text")
+    send_message(api, "first text", client_message_id="m-1")
 
-    response = post_message(api, "m-1", "other text")
+    response = send_message(api, "other text", client_message_id="m-1")
 
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "idempotency_conflict"
@@ -68,7 +63,7 @@ def test_same_client_message_id_with_different_text_is_an_idempotency_conflict(a
 
 
 def test_reusing_a_main_chat_client_message_id_for_a_task_is_a_conflict(api):
-    post_message(api, "m-1", "same text")
+    send_message(api, "same text", client_message_id="m-1")
 
     response = api.post("/api/v1/tasks", {"clientMessageId": "m-1", "text": "same text"}, format="json")
 
@@ -77,8 +72,8 @@ def test_reusing_a_main_chat_client_message_id_for_a_task_is_a_conflict(api):
 
 
 def test_client_message_ids_are_scoped_per_user(api, other_api):
-    mine = post_message(api, "shared-id")
-    theirs = post_message(other_api, "shared-id")
+    mine = send_message(api, client_message_id="shared-id")
+    theirs = send_message(other_api, client_message_id="shared-id")
 
     assert theirs.status_code == 202
     assert theirs.json()["submissionId"] != mine.json()["submissionId"]
@@ -86,7 +81,7 @@ def test_client_message_ids_are_scoped_per_user(api, other_api):
 
 def test_messages_get_consecutive_sequences_and_events_consecutive_seqs(api):
     for index in range(3):
-        post_message(api, f"m-{index}")
+        send_message(api, client_message_id=f"m-{index}")
 
     assert list(Message.objects.order_by("sequence").values_list("sequence", flat=True)) == [1, 2, 3, 4, 5, 6]
     assert list(Event.objects.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
@@ -100,7 +95,9 @@ def test_concurrent_posts_with_the_same_client_message_id_create_one_submission(
     client_message_id = str(uuid.uuid4())
     clients = [bearer_client(user) for _ in range(contenders)]
 
-    responses = all_at_once(contenders, lambda index: post_message(clients[index], client_message_id, "race"))
+    responses = all_at_once(
+        contenders, lambda index: send_message(clients[index], "race", client_message_id=client_message_id)
+    )
 
     assert [response.status_code for response in responses] == [202] * contenders
     assert len({response.json()["submissionId"] for response in responses}) == 1
@@ -116,7 +113,9 @@ def test_concurrent_posts_to_one_conversation_keep_event_seqs_gapless(user):
     senders = 6
     clients = [bearer_client(user) for _ in range(senders)]
 
-    statuses = all_at_once(senders, lambda index: post_message(clients[index], f"parallel-{index}").status_code)
+    statuses = all_at_once(
+        senders, lambda index: send_message(clients[index], client_message_id=f"parallel-{index}").status_code
+    )
 
     assert statuses == [202] * senders
     assert sorted(Event.objects.values_list("seq", flat=True)) == list(range(1, senders + 1))

@@ -5,11 +5,10 @@ import uuid
 import pytest
 
 from runtime.models import Message, Submission
+from tests.client import send_message, start_task
 from tests.devices import register_device
 
 pytestmark = pytest.mark.django_db
-
-MESSAGES = "/api/v1/conversation/messages"
 
 
 def assert_not_found_and_nothing_saved(response):
@@ -23,26 +22,22 @@ def assert_not_found_and_nothing_saved(response):
 def test_a_message_naming_another_users_device_is_not_found_and_saves_nothing(api, other_api):
     foreign_device = register_device(other_api)
 
-    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": foreign_device}, format="json")
+    response = send_message(api, "hi", client_message_id="m", deviceId=foreign_device)
 
     assert_not_found_and_nothing_saved(response)
 
 
 def test_a_message_naming_a_device_that_does_not_exist_is_not_found(api):
-    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": str(uuid.uuid4())}, format="json")
+    response = send_message(api, "hi", client_message_id="m", deviceId=str(uuid.uuid4()))
 
     assert_not_found_and_nothing_saved(response)
 
 
 def test_a_task_message_naming_another_users_device_is_not_found(api, other_api):
-    task = api.post("/api/v1/tasks", {"clientMessageId": "t", "text": "plan"}, format="json").json()
+    task = start_task(api, client_message_id="t")
     foreign_device = register_device(other_api)
 
-    response = api.post(
-        f"/api/v1/tasks/{task['taskId']}/messages",
-        {"clientMessageId": "m", "text": "hi", "deviceId": foreign_device},
-        format="json",
-    )
+    response = send_message(api, "hi", client_message_id="m", task_id=task["taskId"], deviceId=foreign_device)
 
     assert response.status_code == 404
     assert Submission.objects.count() == 1
@@ -51,7 +46,7 @@ def test_a_task_message_naming_another_users_device_is_not_found(api, other_api)
 def test_a_message_naming_the_callers_own_device_is_admitted_with_it(api):
     device = register_device(api)
 
-    response = api.post(MESSAGES, {"clientMessageId": "m", "text": "hi", "deviceId": device}, format="json")
+    response = send_message(api, "hi", client_message_id="m", deviceId=device)
 
     assert response.status_code == 202
     assert str(Submission.objects.get().device_id) == device

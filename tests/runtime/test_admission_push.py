@@ -7,6 +7,7 @@ from channels.layers import get_channel_layer
 from runtime.models import Event
 from runtime.outbound import conversation_group
 from runtime.wire import event_to_wire
+from tests.client import send_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +18,7 @@ def test_the_pushed_accepted_event_equals_the_logged_one(api):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(conversation_group(conversation_id), channel)
 
-    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    send_message(api, "hi", client_message_id="m-1")
 
     [pushed] = async_to_sync(layer.receive)(channel)["events"]  # the admission's one event, as one push
     assert pushed == event_to_wire(Event.objects.get())

@@ -2,6 +2,7 @@ import pytest
 from django.db import connection
 
 from runtime.models import Conversation, Event, Message, Run, Submission
+from tests.client import send_message
 
 # The trigger must be visible to the request's own transaction, so this test commits for real.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +26,7 @@ def failing_event_insert():
 
 
 def test_a_failure_after_the_message_insert_rolls_back_the_whole_admission(api, failing_event_insert):
-    response = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    response = send_message(api, "hi", client_message_id="m-1")
 
     assert response.status_code == 503
     assert response.json()["error"] == {

@@ -1,14 +1,9 @@
 import pytest
 
+from impo.devstack import wait_until
 from rebyte.models import RemoteTurn
 from runtime.models import Run, RunState
-from tests.processes import wait_until
-
-
-def post_message(api, text="hello", client_message_id="m-1"):
-    return api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    ).json()
+from tests.client import post_message
 
 
 def cancel(api, submission_id, body=None):
@@ -60,9 +55,8 @@ def test_a_cancel_with_a_body_is_an_invalid_request(api):
     assert Run.objects.get(submission_id=receipt["submissionId"]).state == RunState.QUEUED
 
 
-def test_cancelling_while_streaming_stops_the_remote_turn(stack, api, rebyte_double):
-    stack.start_worker()
-    first = post_message(api, "warm up", "m-0")
+def test_cancelling_while_streaming_stops_the_remote_turn(workers, api, rebyte_double):
+    first = post_message(api, "warm up", client_message_id="m-0")
     wait_until(
         lambda: Run.objects.filter(submission_id=first["submissionId"], state="completed").exists(),
         timeout=30,
@@ -96,8 +90,7 @@ def test_cancelling_while_streaming_stops_the_remote_turn(stack, api, rebyte_dou
     assert [event["idempotency_key"] for event in cancels] == [f"impo-cancel-{run.id}"]
 
 
-def test_cancelling_after_completion_leaves_the_run_completed(stack, api):
-    stack.start_worker()
+def test_cancelling_after_completion_leaves_the_run_completed(workers, api):
     receipt = post_message(api, "quick")
     wait_until(
         lambda: Run.objects.filter(submission_id=receipt["submissionId"], state="completed").exists(),

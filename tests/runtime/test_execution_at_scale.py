@@ -13,13 +13,15 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from impo.devstack import wait_until
 from runtime.execution.group_commit import GroupCommit
 from runtime.execution.heartbeat import ProcessHeartbeat, several_runs_statement
 from runtime.models import TERMINAL_RUN_STATES, Event, EventType, Message, Run, RunState
 from runtime.services import claims, projection
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import create_task
-from tests.processes import wait_until
+
+pytestmark = pytest.mark.slow
 
 APPLICATION = "impo-scale-test-worker"
 
@@ -169,9 +171,8 @@ def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, r
     assert first.created_at < run.finished_at - timedelta(seconds=1)
 
 
-def test_an_owners_first_runs_at_once_create_one_remote_agent(stack, user, rebyte_double):
+def test_an_owners_first_runs_at_once_create_one_remote_agent(workers, user, rebyte_double):
     # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session.
-    stack.start_worker()
 
     runs = settled(start_tasks(user, [f"first of four {index}" for index in range(4)]))
 

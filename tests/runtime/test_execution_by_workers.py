@@ -2,17 +2,9 @@
 
 import pytest
 
+from impo.devstack import wait_until
 from runtime.models import Event, EventType, Message, MessageRole, RunState
-from tests.processes import wait_until
-from tests.runs import finished_run
-
-
-def post_message(api, text, client_message_id="m-1"):
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()
+from tests.client import finished_run, post_message
 
 
 def event_types(submission_id) -> list[str]:
@@ -28,8 +20,7 @@ def input_events_of(double_state, kind="agent.session.input.message") -> list[di
     return [event for event in double_state["input_events"] if event["type"] == kind]
 
 
-def test_a_message_produces_the_echoed_reply(stack, api):
-    stack.start_worker()
+def test_a_message_produces_the_echoed_reply(workers, api):
 
     receipt = post_message(api, "hello there")
 
@@ -59,30 +50,33 @@ def test_a_worker_keeps_its_database_connection_from_one_wake_up_to_the_next(sta
     # Celery's Django integration closes connections around every task unless told otherwise: a PostgreSQL
     # backend forked per wake-up, and the prepared claim lost with it.
     stack.start_worker(env={"PGAPPNAME": "impo-test-worker"})
-    finished_run(post_message(api, "first", "m-1")["submissionId"])
+    finished_run(post_message(api, "first", client_message_id="m-1")["submissionId"])
     after_first = worker_backends("impo-test-worker")
 
-    finished_run(post_message(api, "second", "m-2")["submissionId"])
+    finished_run(post_message(api, "second", client_message_id="m-2")["submissionId"])
 
     assert after_first & worker_backends("impo-test-worker")
 
 
-def test_a_finished_run_leaves_no_live_stream_open_upstream(stack, api, rebyte_double):
-    stack.start_worker()
+def test_a_finished_run_leaves_no_live_stream_open_upstream(workers, api, rebyte_double):
     for index in range(2):
-        assert finished_run(post_message(api, f"message {index}", f"m-{index}")["submissionId"]).state == "completed"
+        assert (
+            finished_run(post_message(api, f"message {index}", client_message_id=f"m-{index}")["submissionId"]).state
+            == "completed"
+        )
         # A quiet session's stream would otherwise hold a worker thread and a connection until its next event.
         wait_until(
             lambda: rebyte_double.state()["live_streams"] == {}, timeout=30, what="the run's live stream to close"
         )
 
 
-def test_a_later_message_goes_to_the_same_session_as_one_keyed_input_event_and_streams_live(stack, api, rebyte_double):
-    stack.start_worker()
-    finished_run(post_message(api, "first", "m-1")["submissionId"])
+def test_a_later_message_goes_to_the_same_session_as_one_keyed_input_event_and_streams_live(
+    workers, api, rebyte_double
+):
+    finished_run(post_message(api, "first", client_message_id="m-1")["submissionId"])
     rebyte_double.configure(delta_delay_ms=150, delta_chunks=6)
 
-    receipt = post_message(api, "second message", "m-2")
+    receipt = post_message(api, "second message", client_message_id="m-2")
 
     run = finished_run(receipt["submissionId"])
     assert run.state == RunState.COMPLETED
@@ -97,7 +91,7 @@ def test_a_later_message_goes_to_the_same_session_as_one_keyed_input_event_and_s
 def test_a_killed_worker_is_replaced_after_its_lease_and_no_text_is_duplicated(stack, api, rebyte_double):
     first = stack.start_worker("doomed")
     stack.start_sweeper()
-    finished_run(post_message(api, "warm up", "m-0")["submissionId"])
+    finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     rebyte_double.configure(delta_delay_ms=400, delta_chunks=8)
 
     receipt = post_message(api, "the quick brown fox jumps over the lazy dog")
@@ -137,9 +131,8 @@ def test_a_run_whose_wake_up_was_lost_is_recovered_by_the_sweeper(stack, api):
     assert run.submission.assistant_message.text == "Echo: nobody heard this"
 
 
-def test_a_cut_live_stream_loses_and_repeats_no_text(stack, api, rebyte_double):
-    stack.start_worker()
-    finished_run(post_message(api, "warm up", "m-0")["submissionId"])
+def test_a_cut_live_stream_loses_and_repeats_no_text(workers, api, rebyte_double):
+    finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     rebyte_double.configure(delta_delay_ms=100, delta_chunks=8)
     rebyte_double.fault("session_events", "cut_stream", after_events=3, times=3)
 
@@ -151,9 +144,8 @@ def test_a_cut_live_stream_loses_and_repeats_no_text(stack, api, rebyte_double):
     assert streamed_text(receipt["submissionId"]) == "Echo: resume me please"
 
 
-def test_a_broken_stream_scenario_still_yields_the_whole_reply(stack, api, rebyte_double):
-    stack.start_worker()
-    finished_run(post_message(api, "warm up", "m-0")["submissionId"])
+def test_a_broken_stream_scenario_still_yields_the_whole_reply(workers, api, rebyte_double):
+    finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     rebyte_double.configure(delta_delay_ms=100, delta_chunks=6)
 
     run = finished_run(post_message(api, "/broken stream cut mid-turn")["submissionId"])
@@ -162,10 +154,8 @@ def test_a_broken_stream_scenario_still_yields_the_whole_reply(stack, api, rebyt
     assert run.submission.assistant_message.text == "Echo: stream cut mid-turn"
 
 
-def test_a_lost_202_of_the_input_event_is_resent_with_the_same_key_and_starts_one_turn(stack, api, rebyte_double):
-    stack.start_worker()
-    stack.start_sweeper()
-    finished_run(post_message(api, "warm up", "m-0")["submissionId"])
+def test_a_lost_202_of_the_input_event_is_resent_with_the_same_key_and_starts_one_turn(workers, api, rebyte_double):
+    finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     rebyte_double.fault("input_message", "drop_response")
 
     receipt = post_message(api, "only once")
@@ -180,8 +170,7 @@ def test_a_lost_202_of_the_input_event_is_resent_with_the_same_key_and_starts_on
     assert state["requests"]["input_message"] >= 2
 
 
-def test_a_failing_turn_fails_the_run_visibly(stack, api):
-    stack.start_worker()
+def test_a_failing_turn_fails_the_run_visibly(workers, api):
 
     receipt = post_message(api, "/fail the agent broke")
 
@@ -196,12 +185,10 @@ def test_a_failing_turn_fails_the_run_visibly(stack, api):
 
 
 @pytest.mark.parametrize("operation", ["create_agent", "create_session"])
-def test_a_lost_create_response_leaves_exactly_one_remote_resource(stack, api, rebyte_double, operation):
+def test_a_lost_create_response_leaves_exactly_one_remote_resource(workers, api, rebyte_double, operation):
     # New sessions show in listings late, as the SDK warns: the lookup must not read "absent" too early.
     rebyte_double.configure(listing_lag_ms=700)
     rebyte_double.fault(operation, "drop_response")
-    stack.start_worker()
-    stack.start_sweeper()
 
     run = finished_run(post_message(api, "hello")["submissionId"])
 
@@ -217,7 +204,7 @@ def test_five_messages_posted_at_once_reach_the_session_in_order_without_steerin
     stack.start_sweeper()
     rebyte_double.configure(delta_delay_ms=60, delta_chunks=4)
 
-    receipts = [post_message(api, f"message {n}", f"m-{n}") for n in range(5)]
+    receipts = [post_message(api, f"message {n}", client_message_id=f"m-{n}") for n in range(5)]
 
     runs = [finished_run(receipt["submissionId"], timeout=120) for receipt in receipts]
     assert [run.state for run in runs] == [RunState.COMPLETED] * 5
@@ -229,14 +216,15 @@ def test_five_messages_posted_at_once_reach_the_session_in_order_without_steerin
     assert user_texts == [f"message {n}" for n in range(5)]
 
 
+@pytest.mark.slow
 def test_a_provider_answering_5xx_for_a_minute_delays_runs_but_fails_none(stack, api, rebyte_double):
     stack.start_worker("one")
     stack.start_worker("two")
     stack.start_sweeper()
-    finished_run(post_message(api, "warm up", "m-0")["submissionId"])
+    finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     rebyte_double.fault("*", "http_error", status=503, seconds=60)
 
-    receipts = [post_message(api, f"during the outage {n}", f"m-{n + 1}") for n in range(3)]
+    receipts = [post_message(api, f"during the outage {n}", client_message_id=f"m-{n + 1}") for n in range(3)]
 
     runs = [finished_run(receipt["submissionId"], timeout=150) for receipt in receipts]
     assert [run.state for run in runs] == [RunState.COMPLETED] * 3

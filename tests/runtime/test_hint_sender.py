@@ -4,8 +4,8 @@
 import asyncio
 import threading
 
+from impo.devstack import wait_until
 from runtime.outbound import HintSender
-from tests.processes import wait_until
 
 
 def test_a_push_waits_for_the_earlier_pushes_of_its_own_lane_only():

@@ -1,12 +1,8 @@
 import pytest
 
+from tests.client import post_message
+
 pytestmark = pytest.mark.django_db
-
-
-def post_message(api, client_message_id, text="hello"):
-    return api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    ).json()
 
 
 def test_an_empty_main_chat_has_a_conversation_and_no_messages(api):
@@ -20,7 +16,7 @@ def test_an_empty_main_chat_has_a_conversation_and_no_messages(api):
 
 
 def test_history_lists_messages_in_order_with_the_active_submission(api):
-    receipt = post_message(api, "m-1", "first")
+    receipt = post_message(api, "first", client_message_id="m-1")
 
     body = api.get("/api/v1/conversation").json()
 
@@ -36,7 +32,7 @@ def test_history_lists_messages_in_order_with_the_active_submission(api):
 
 def test_history_pages_forward_from_after_sequence(api):
     for index in range(3):
-        post_message(api, f"m-{index}", f"text {index}")
+        post_message(api, f"text {index}", client_message_id=f"m-{index}")
 
     first = api.get("/api/v1/conversation?afterSequence=0&limit=4").json()
     rest = api.get(f"/api/v1/conversation?afterSequence={first['nextAfterSequence']}&limit=4").json()
@@ -49,7 +45,7 @@ def test_history_pages_forward_from_after_sequence(api):
 
 
 def test_a_submission_reports_the_ica_shape(api):
-    receipt = post_message(api, "m-1")
+    receipt = post_message(api, client_message_id="m-1")
 
     body = api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()
 

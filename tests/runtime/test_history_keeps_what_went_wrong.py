@@ -3,13 +3,11 @@
 import pytest
 
 from runtime.models import Run, RunState
-from tools.models import ToolCall, ToolCallState, ToolReceipt
+from tests.client import post_message
+from tests.factories import ToolCallFactory, ToolReceiptFactory
+from tools.models import ToolCallState
 
 pytestmark = pytest.mark.django_db
-
-
-def post_message(api, text="hello"):
-    return api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": text}, format="json").json()
 
 
 def assistant_message(api) -> dict:
@@ -38,10 +36,10 @@ def test_history_has_no_error_for_a_run_that_did_not_fail(api):
 def test_history_carries_a_tools_input_and_its_error_message(api):
     receipt = post_message(api)
     run = Run.objects.get(submission_id=receipt["submissionId"])
-    call = ToolCall.objects.create(
+    call = ToolCallFactory(
         run=run, call_id="call-1", tool_name="save_note", arguments={"text": 5}, state=ToolCallState.FAILED
     )
-    ToolReceipt.objects.create(
+    ToolReceiptFactory(
         tool_call=call, result={"error": {"code": "invalid_arguments", "message": "text: 5 is not of type 'string'"}}
     )
 
@@ -62,10 +60,8 @@ def test_history_carries_a_tools_input_and_its_error_message(api):
 def test_history_carries_a_tools_output(api):
     receipt = post_message(api)
     run = Run.objects.get(submission_id=receipt["submissionId"])
-    call = ToolCall.objects.create(
-        run=run, call_id="call-2", tool_name="get_time", arguments={}, state=ToolCallState.SUCCEEDED
-    )
-    ToolReceipt.objects.create(tool_call=call, result={"output": {"now": "12:00"}})
+    call = ToolCallFactory(run=run, call_id="call-2", tool_name="get_time", arguments={}, state=ToolCallState.SUCCEEDED)
+    ToolReceiptFactory(tool_call=call, result={"output": {"now": "12:00"}})
 
     [tool] = assistant_message(api)["tools"]
 

@@ -7,13 +7,14 @@ from django.utils import timezone
 
 from runtime.models import Event, EventType, IllegalTransition, Run, RunState
 from runtime.services import claims, lifecycle, projection, sweeper
+from tests.client import send_message
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def queued_run(api):
-    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    receipt = send_message(api, "hi", client_message_id="m-1").json()
     return Run.objects.get(submission_id=receipt["submissionId"])
 
 
@@ -92,7 +93,7 @@ def test_a_run_fails_visibly_once_its_attempts_are_used_up(queued_run, settings)
 
 
 def test_a_run_waits_while_an_earlier_run_of_its_conversation_is_unfinished(api, queued_run):
-    later = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-2", "text": "next"}, format="json")
+    later = send_message(api, "next", client_message_id="m-2")
     later_run = Run.objects.get(submission_id=later.json()["submissionId"])
 
     assert claims.claim_run(later_run.id, "worker-b") is None

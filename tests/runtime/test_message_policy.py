@@ -3,17 +3,11 @@ message (docs/api.md "Messages during a reply")."""
 
 import pytest
 
+from impo.devstack import wait_until
 from runtime.models import Event, EventType, Run, RunState, Submission
+from tests.client import finished_run, send_message
 from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
-from tests.processes import wait_until
-from tests.runs import finished_run
-
-MESSAGES = "/api/v1/conversation/messages"
-
-
-def post(api, client_message_id, text="hello", **extra):
-    return api.post(MESSAGES, {"clientMessageId": client_message_id, "text": text, **extra}, format="json")
 
 
 def set_policy(api, policy, url="/api/v1/conversation"):
@@ -67,9 +61,9 @@ def test_a_task_takes_its_policy_at_creation_and_by_patch(api, other_api):
 
 @pytest.mark.django_db
 def test_queue_is_the_default_and_admits_behind_the_unfinished_run(api):
-    first = post(api, "m-1").json()
+    first = send_message(api, client_message_id="m-1").json()
 
-    second = post(api, "m-2")
+    second = send_message(api, client_message_id="m-2")
 
     assert second.status_code == 202
     assert [state_of(first["submissionId"]), state_of(second.json()["submissionId"])] == ["queued", "queued"]
@@ -77,10 +71,10 @@ def test_queue_is_the_default_and_admits_behind_the_unfinished_run(api):
 
 @pytest.mark.django_db
 def test_reject_answers_409_with_the_active_submission_and_admits_nothing(api):
-    first = post(api, "m-1").json()
+    first = send_message(api, client_message_id="m-1").json()
     set_policy(api, "reject")
 
-    response = post(api, "m-2")
+    response = send_message(api, client_message_id="m-2")
 
     assert response.status_code == 409
     error = response.json()["error"]
@@ -94,9 +88,9 @@ def test_reject_answers_409_with_the_active_submission_and_admits_nothing(api):
 
 @pytest.mark.django_db
 def test_a_message_may_reject_itself_in_a_queueing_conversation(api):
-    first = post(api, "m-1").json()
+    first = send_message(api, client_message_id="m-1").json()
 
-    response = post(api, "m-2", messagePolicy="reject")
+    response = send_message(api, client_message_id="m-2", messagePolicy="reject")
 
     assert response.status_code == 409
     assert response.json()["error"]["activeSubmissionId"] == first["submissionId"]
@@ -104,20 +98,20 @@ def test_a_message_may_reject_itself_in_a_queueing_conversation(api):
 
 @pytest.mark.django_db
 def test_reject_admits_a_message_once_nothing_is_unfinished(api):
-    first = post(api, "m-1").json()
+    first = send_message(api, client_message_id="m-1").json()
     api.post(f"/api/v1/submissions/{first['submissionId']}/cancel", {}, format="json")
     set_policy(api, "reject")
 
-    assert post(api, "m-2").status_code == 202
+    assert send_message(api, client_message_id="m-2").status_code == 202
 
 
 @pytest.mark.django_db
 def test_a_replay_gets_its_original_receipt_whatever_the_policy(api):
-    first = post(api, "m-1")
+    first = send_message(api, client_message_id="m-1")
     set_policy(api, "reject")
 
-    rejected_replay = post(api, "m-1")
-    interrupting_replay = post(api, "m-1", messagePolicy="interrupt")
+    rejected_replay = send_message(api, client_message_id="m-1")
+    interrupting_replay = send_message(api, client_message_id="m-1", messagePolicy="interrupt")
 
     assert (rejected_replay.status_code, rejected_replay.json()) == (202, first.json())
     assert (interrupting_replay.status_code, interrupting_replay.json()) == (202, first.json())
@@ -126,10 +120,10 @@ def test_a_replay_gets_its_original_receipt_whatever_the_policy(api):
 
 @pytest.mark.django_db
 def test_interrupt_cancels_a_queued_run_on_the_spot_and_queues_the_new_message(api):
-    first = post(api, "m-1").json()
+    first = send_message(api, client_message_id="m-1").json()
     set_policy(api, "interrupt")
 
-    second = post(api, "m-2")
+    second = send_message(api, client_message_id="m-2")
 
     assert second.status_code == 202
     assert state_of(first["submissionId"]) == RunState.CANCELLED
@@ -148,19 +142,20 @@ def test_concurrent_messages_under_reject_admit_exactly_one(user):
     senders = 6
     clients = [bearer_client(user) for _ in range(senders)]
 
-    statuses = all_at_once(senders, lambda index: post(clients[index], f"race-{index}").status_code)
+    statuses = all_at_once(
+        senders, lambda index: send_message(clients[index], client_message_id=f"race-{index}").status_code
+    )
 
     assert sorted(statuses) == [202] + [409] * (senders - 1)
     assert Submission.objects.count() == 1
 
 
-def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(stack, api, rebyte_double):
+def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(workers, api, rebyte_double):
     rebyte_double.configure(delta_delay_ms=200)
-    stack.start_worker()
-    first = post(api, "m-1", "/slow a reply that will be interrupted").json()
+    first = send_message(api, "/slow a reply that will be interrupted", client_message_id="m-1").json()
     streaming(first["submissionId"])
 
-    second = post(api, "m-2", "the new question", messagePolicy="interrupt")
+    second = send_message(api, "the new question", client_message_id="m-2", messagePolicy="interrupt")
 
     assert second.status_code == 202
     interrupted = finished_run(first["submissionId"])
@@ -176,17 +171,16 @@ def test_interrupt_cancels_the_streaming_reply_and_then_runs_the_new_message(sta
     assert [turn["status"] for session in state["sessions"] for turn in session["turns"]] == ["cancelled", "completed"]
 
 
-def test_reject_while_a_reply_streams_answers_409_and_the_reply_goes_on(stack, api, rebyte_double):
+def test_reject_while_a_reply_streams_answers_409_and_the_reply_goes_on(workers, api, rebyte_double):
     rebyte_double.configure(delta_delay_ms=20)
-    stack.start_worker()
     set_policy(api, "reject")
-    first = post(api, "m-1", "/slow a reply that keeps its place").json()
+    first = send_message(api, "/slow a reply that keeps its place", client_message_id="m-1").json()
     streaming(first["submissionId"])
 
-    response = post(api, "m-2", "too early")
+    response = send_message(api, "too early", client_message_id="m-2")
 
     assert response.status_code == 409
     assert response.json()["error"]["activeSubmissionId"] == first["submissionId"]
     assert finished_run(first["submissionId"]).state == RunState.COMPLETED
     assert not Submission.objects.filter(client_message_id="m-2").exists()
-    assert post(api, "m-2", "in time").status_code == 202
+    assert send_message(api, "in time", client_message_id="m-2").status_code == 202

@@ -5,8 +5,8 @@ import uuid
 import pytest
 
 from runtime.models import Event, EventType, Run, RunState, StaffRunAction
-from tests.runs import finished_run
-from tests.runtime.test_staff_actions_on_runs import failed, post_message
+from tests.client import finished_run
+from tests.runtime.test_staff_actions_on_runs import failed, queued_run
 
 
 def retry(client, submission_id, client_retry_id=None):
@@ -14,11 +14,10 @@ def retry(client, submission_id, client_retry_id=None):
     return client.post(f"/api/v1/submissions/{submission_id}/retry", body, format="json")
 
 
-def test_a_failed_reply_tried_again_by_its_owner_completes_on_the_same_submission(stack, api, rebyte_double, user):
-    stack.start_worker()
-    finished_run(post_message(api, "m-0", "warm up").submission_id)
+def test_a_failed_reply_tried_again_by_its_owner_completes_on_the_same_submission(workers, api, rebyte_double, user):
+    finished_run(queued_run(api, "m-0", "warm up").submission_id)
     rebyte_double.fault("input_message", "http_error", status=400)
-    run = finished_run(post_message(api, "m-1", "second try works").submission_id)
+    run = finished_run(queued_run(api, "m-1", "second try works").submission_id)
     assert run.state == RunState.FAILED
 
     response = retry(api, run.submission_id)
@@ -36,7 +35,7 @@ def test_a_failed_reply_tried_again_by_its_owner_completes_on_the_same_submissio
 
 
 def test_the_same_client_retry_id_again_is_a_replay_that_queues_nothing(api):
-    run = failed(post_message(api, "m-1"))
+    run = failed(queued_run(api, "m-1"))
     client_retry_id = uuid.uuid4()
 
     first, again = retry(api, run.submission_id, client_retry_id), retry(api, run.submission_id, client_retry_id)
@@ -51,7 +50,7 @@ def test_the_same_client_retry_id_again_is_a_replay_that_queues_nothing(api):
 
 @pytest.mark.parametrize("state", [RunState.QUEUED, RunState.COMPLETED, RunState.CANCELLED])
 def test_a_run_that_did_not_fail_is_not_retryable(api, state):
-    run = post_message(api, "m-1")
+    run = queued_run(api, "m-1")
     Run.objects.filter(id=run.id).update(state=state)
 
     response = retry(api, run.submission_id)
@@ -64,7 +63,7 @@ def test_a_run_that_did_not_fail_is_not_retryable(api, state):
 
 
 def test_the_owner_cannot_retry_another_users_run(api, other_api):
-    run = failed(post_message(api, "m-1"))
+    run = failed(queued_run(api, "m-1"))
 
     response = retry(other_api, run.submission_id)
 
@@ -75,7 +74,7 @@ def test_the_owner_cannot_retry_another_users_run(api, other_api):
 
 
 def test_a_retry_without_a_client_retry_id_is_refused(api):
-    run = failed(post_message(api, "m-1"))
+    run = failed(queued_run(api, "m-1"))
 
     response = api.post(f"/api/v1/submissions/{run.submission_id}/retry", {}, format="json")
 

@@ -6,21 +6,16 @@ import time
 import pytest
 from django.test import Client
 
+from impo.devstack import wait_until
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SessionState
 from runtime.models import Event, EventType, MessagePolicy, RunState
+from tests.client import post_message, run_in_state
 from tests.factories import UserFactory
-from tests.processes import wait_until
-from tests.runs import run_in_state
+
+pytestmark = pytest.mark.slow
 
 CARRY = "Earlier in this conversation (context, not a new request):\n"
-MESSAGES = "/api/v1/conversation/messages"
 LISTING_OUTAGE_SECONDS = 30
-
-
-def posted(api, text, client_message_id, **extra) -> dict:
-    response = api.post(MESSAGES, {"clientMessageId": client_message_id, "text": text, **extra}, format="json")
-    assert response.status_code == 202, response.content
-    return response.json()
 
 
 @pytest.fixture
@@ -31,17 +26,19 @@ def parked(stack, api, rebyte_double):
     stack.start_worker("one")
     stack.start_worker("two")
     stack.start_sweeper()
-    run_in_state(posted(api, "first question", "m-1"))
+    run_in_state(post_message(api, "first question", client_message_id="m-1")["submissionId"])
     rebyte_double.fault("create_session", "drop_response")
     rebyte_double.fault("list_sessions", "http_error", status=503, seconds=LISTING_OUTAGE_SECONDS)
-    return run_in_state(posted(api, "the doubtful one", "m-2"), RunState.PENDING_RECONCILIATION)
+    return run_in_state(
+        post_message(api, "the doubtful one", client_message_id="m-2")["submissionId"], RunState.PENDING_RECONCILIATION
+    )
 
 
 def test_the_next_message_after_a_parked_run_completes_at_once_in_a_new_session_with_the_carry(
     parked, api, rebyte_double
 ):
     started = time.monotonic()
-    run = run_in_state(posted(api, "the next one", "m-3"), timeout=30)
+    run = run_in_state(post_message(api, "the next one", client_message_id="m-3")["submissionId"], timeout=30)
     print(f"\nnext message after a parked run completed in {time.monotonic() - started:.2f} s")
 
     assert run.submission.assistant_message.text == "Echo: the next one"
@@ -97,7 +94,10 @@ def test_the_owners_cancel_ends_a_parked_run_and_staff_still_settle_its_intent(p
 
 def test_a_message_sent_with_reject_is_not_refused_because_of_a_parked_run(parked, api):
     # The parked run holds nothing: there is no reply running to refuse the message for.
-    run = run_in_state(posted(api, "meanwhile", "m-3", messagePolicy=MessagePolicy.REJECT), timeout=30)
+    run = run_in_state(
+        post_message(api, "meanwhile", client_message_id="m-3", messagePolicy=MessagePolicy.REJECT)["submissionId"],
+        timeout=30,
+    )
 
     assert run.submission.assistant_message.text == "Echo: meanwhile"
     parked.refresh_from_db()

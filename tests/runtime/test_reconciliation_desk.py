@@ -6,20 +6,15 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from runtime.models import Event, Run, RunState
-from tests.factories import UserFactory
+from tests.client import post_message
+from tests.factories import ToolCallFactory, UserFactory
 from tools.models import ToolCall, ToolCallState
 
 pytestmark = pytest.mark.django_db
 
 
-def post_message(api, client_message_id="m-1", text="hello") -> dict:
-    return api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    ).json()
-
-
 def parked_run(api, client_message_id="m-1") -> Run:
-    receipt = post_message(api, client_message_id)
+    receipt = post_message(api, client_message_id=client_message_id)
     Run.objects.filter(submission_id=receipt["submissionId"]).update(
         state=RunState.PENDING_RECONCILIATION, error_code="pending_reconciliation", error_message="unknown outcome"
     )
@@ -27,14 +22,14 @@ def parked_run(api, client_message_id="m-1") -> Run:
 
 
 def uncertain_call(run: Run) -> ToolCall:
-    return ToolCall.objects.create(
+    return ToolCallFactory(
         run=run, call_id="call-1", tool_name="play_sound", arguments={"sound": "chime"}, state=ToolCallState.UNCERTAIN
     )
 
 
 def test_the_admin_index_counts_what_waits_for_a_person(desk, api):
     uncertain_call(parked_run(api))
-    post_message(api, "m-2")  # an ordinary queued run waits for nobody
+    post_message(api, client_message_id="m-2")  # an ordinary queued run waits for nobody
 
     page = desk.get("/admin/").content.decode()
 
@@ -115,8 +110,8 @@ def test_audit_records_are_read_only_in_the_admin(desk, api):
 
 
 def test_runs_are_listed_newest_first_with_owner_conversation_and_created_time(desk, api, user):
-    older = Run.objects.get(submission_id=post_message(api, "m-1")["submissionId"])
-    newer = Run.objects.get(submission_id=post_message(api, "m-2")["submissionId"])
+    older = Run.objects.get(submission_id=post_message(api, client_message_id="m-1")["submissionId"])
+    newer = Run.objects.get(submission_id=post_message(api, client_message_id="m-2")["submissionId"])
 
     page = desk.get("/admin/runtime/run/").content.decode()
 

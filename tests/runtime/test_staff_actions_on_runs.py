@@ -10,18 +10,16 @@ from rebyte.models import RemoteTurn
 from runtime import selectors
 from runtime.execution import retries
 from runtime.models import Event, EventType, Message, Run, RunState, StaffRunAction
-from tests.factories import UserFactory
-from tests.runs import finished_run
+from tests.client import finished_run, post_message
+from tests.factories import RemoteTurnFactory, UserFactory
 
 RUNS = "/admin/runtime/run/"
 
 
-def post_message(api, client_message_id: str, text: str = "hello") -> Run:
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    )
-    assert response.status_code == 202
-    return Run.objects.select_related("submission").get(submission_id=response.json()["submissionId"])
+def queued_run(api, client_message_id: str, text: str = "hello") -> Run:
+    """The run of a message just posted (no worker has taken it)."""
+    receipt = post_message(api, text, client_message_id=client_message_id)
+    return Run.objects.select_related("submission").get(submission_id=receipt["submissionId"])
 
 
 def act(client: Client, action: str, runs: list[Run]):
@@ -36,11 +34,10 @@ def failed(run: Run) -> Run:
     return Run.objects.select_related("submission").get(id=run.id)
 
 
-def test_a_failed_run_retried_by_staff_completes_on_the_same_submission(stack, api, rebyte_double, staff, desk):
-    stack.start_worker()
-    finished_run(post_message(api, "m-0", "warm up").submission_id)
+def test_a_failed_run_retried_by_staff_completes_on_the_same_submission(workers, api, rebyte_double, staff, desk):
+    finished_run(queued_run(api, "m-0", "warm up").submission_id)
     rebyte_double.fault("input_message", "http_error", status=400)
-    run = finished_run(post_message(api, "m-1", "second try works").submission_id)
+    run = finished_run(queued_run(api, "m-1", "second try works").submission_id)
     assert (run.state, run.error_code) == (RunState.FAILED, "provider_error")
 
     page = act(desk, "retry_failed", [run]).content.decode()
@@ -62,8 +59,8 @@ def test_a_failed_run_retried_by_staff_completes_on_the_same_submission(stack, a
 
 
 def test_retrying_resets_the_failure_and_drops_the_binding_to_the_failed_turn(api, staff):
-    run = failed(post_message(api, "m-1"))
-    RemoteTurn.objects.create(run=run, turn_id="turn-that-failed", projected={"item-1": 3})
+    run = failed(queued_run(api, "m-1"))
+    RemoteTurnFactory(run=run, turn_id="turn-that-failed", projected={"item-1": 3})
 
     outcome = retries.staff_retry_failed_run(run.id, actor=staff, batch=uuid.uuid4())
 
@@ -78,15 +75,15 @@ def test_retrying_resets_the_failure_and_drops_the_binding_to_the_failed_turn(ap
 
 
 def test_a_failed_run_offers_a_retry_button_and_other_runs_do_not(desk, api):
-    failed_run = failed(post_message(api, "m-1"))
-    queued_run = post_message(api, "m-2")
+    failed_run = failed(queued_run(api, "m-1"))
+    waiting = queued_run(api, "m-2")
 
     assert "Retry" in desk.get(f"{RUNS}{failed_run.id}/change/").content.decode()
-    assert ">Retry<" not in desk.get(f"{RUNS}{queued_run.id}/change/").content.decode()
+    assert ">Retry<" not in desk.get(f"{RUNS}{waiting.id}/change/").content.decode()
 
 
 def test_retrying_a_run_that_did_not_fail_changes_nothing_and_says_so(desk, api):
-    run = post_message(api, "m-1")
+    run = queued_run(api, "m-1")
 
     page = act(desk, "retry_failed", [run]).content.decode()
 
@@ -97,8 +94,8 @@ def test_retrying_a_run_that_did_not_fail_changes_nothing_and_says_so(desk, api)
 
 
 def test_cancel_many_cancels_only_the_selected_active_runs_and_audits_each(desk, api, staff):
-    first, second, untouched = post_message(api, "m-1"), post_message(api, "m-2"), post_message(api, "m-3")
-    done = post_message(api, "m-4")
+    first, second, untouched = queued_run(api, "m-1"), queued_run(api, "m-2"), queued_run(api, "m-3")
+    done = queued_run(api, "m-4")
     Run.objects.filter(id=done.id).update(state=RunState.COMPLETED)
 
     page = act(desk, "cancel_selected", [first, second, done]).content.decode()
@@ -119,7 +116,7 @@ def test_cancel_many_cancels_only_the_selected_active_runs_and_audits_each(desk,
 
 
 def test_the_audit_is_read_only_in_the_admin(desk, api):
-    act(desk, "cancel_selected", [post_message(api, "m-1")])
+    act(desk, "cancel_selected", [queued_run(api, "m-1")])
     audit = StaffRunAction.objects.get()
 
     assert desk.get("/admin/runtime/staffrunaction/").status_code == 200
@@ -130,8 +127,8 @@ def test_the_audit_is_read_only_in_the_admin(desk, api):
 
 @pytest.mark.django_db
 def test_neither_users_nor_view_only_staff_can_retry_or_cancel(api):
-    run = failed(post_message(api, "m-1"))
-    active = post_message(api, "m-2")
+    run = failed(queued_run(api, "m-1"))
+    active = queued_run(api, "m-2")
     person = Client()
     person.force_login(UserFactory(username="not-staff"))
     viewer = UserFactory(username="desk-viewer", is_staff=True)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.processes import ServiceProcess, wait_until
+from impo.devstack import ServiceProcess, wait_until
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from impo.devstack import free_port, wait_until
 from runtime.models import RunState, Submission, Task
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.services import PlanCommand, create_plan
 from scheduling.workflows import workflow_id
-from tests.processes import free_port, wait_until
 from tests.scheduling.plans import create, cron, once, plan_url, seconds_from_now, update
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,6 +12,7 @@ from runtime.services import commands
 from scheduling import services
 from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
 from scheduling.services import MAX_LIVE_PLANS, PlanCommand
+from tests.factories import ScheduledRunFactory
 from tests.scheduling.plans import (
     PLANS_URL,
     create,
@@ -354,9 +355,8 @@ def _record_runs(plan_id, count: int) -> list[ScheduledRun]:
     plan = ScheduledTask.objects.get(id=plan_id)
     start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
     return [
-        ScheduledRun.objects.create(
+        ScheduledRunFactory(
             plan=plan,
-            revision=plan.revision,
             scheduled_at=start + timedelta(days=day),
             state=ScheduledRunState.SKIPPED_OVERLAP,
         )

@@ -6,9 +6,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
+from tests.client import token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +41,7 @@ def test_a_stream_request_with_an_unknown_token_is_401_even_beside_a_valid_sessi
 
 def test_an_inactive_users_token_is_refused_by_the_api_the_stream_and_the_websocket(user, api):
     conversation_id = api.get("/api/v1/conversation").json()["conversationId"]
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
     user.is_active = False
     user.save()
     headers = {"Authorization": f"Bearer {token}"}

@@ -4,15 +4,11 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
-from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
+from impo.devstack import start_web, wait_until
 from runtime.realtime.consumers import RATE_LIMITED_CLOSE_CODE
-from tests.processes import start_web, wait_until
-
-
-def token_of(user) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
+from tests.client import bearer, send_message, socket_path, token_of
 
 
 def main_conversation(api) -> str:
@@ -21,7 +17,7 @@ def main_conversation(api) -> str:
 
 def open_sockets(user, conversation_id, count: int) -> list[dict]:
     """Opens `count` sockets one after another and reports how each was answered, closing them all."""
-    path = f"/ws/v1/conversations/{conversation_id}/?after=0&token={token_of(user)}"
+    path = socket_path(conversation_id, token_of(user))
 
     async def scenario():
         outcomes, communicators = [], []
@@ -70,8 +66,8 @@ def test_another_users_sockets_do_not_count_against_the_cap(user, other_user, ap
     conversation_id = main_conversation(api)
     other_conversation_id = main_conversation(other_api)
 
-    mine_path = f"/ws/v1/conversations/{conversation_id}/?after=0&token={token_of(user)}"
-    theirs_path = f"/ws/v1/conversations/{other_conversation_id}/?after=0&token={token_of(other_user)}"
+    mine_path = socket_path(conversation_id, token_of(user))
+    theirs_path = socket_path(other_conversation_id, token_of(other_user))
 
     async def hold_one_and_open_anothers():
         mine = WebsocketCommunicator(application, mine_path)
@@ -89,11 +85,9 @@ def test_another_users_sockets_do_not_count_against_the_cap(user, other_user, ap
 def test_a_stream_beyond_the_users_cap_is_429_and_a_closed_one_frees_its_place(stack, api, user):
     stack.env["IMPO_LIMIT_STREAMS"] = "1"
     _, web = start_web(stack)
-    receipt = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "no worker: stays queued"}, format="json"
-    ).json()
+    receipt = send_message(api, "no worker: stays queued", client_message_id="m-1").json()
     url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
-    headers = {"Authorization": f"Bearer {token_of(user)}"}
+    headers = bearer(token_of(user))
 
     with httpx.stream("GET", url, headers=headers, timeout=30) as held:
         assert held.status_code == 200

@@ -3,20 +3,12 @@ carry their token) and, when its access log is on, each request's; both are reda
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from impo.devstack import start_web, wait_until
+from tests.client import bearer, socket_url, token_of
 from tests.factories import UserFactory
-from tests.processes import start_web, wait_until
-
-
-def socket_url(web_url: str, conversation_id: str, token: str) -> str:
-    return f"{web_url.replace('http', 'ws', 1)}/ws/v1/conversations/{conversation_id}/?after=0&token={token}"
-
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -26,7 +18,7 @@ def test_the_web_and_worker_logs_hold_no_token_minted_in_the_session(stack):
     # The access log on, as a deployment may run it: every request line, query string included.
     web, web_url = start_web(stack, env={"GUNICORN_CMD_ARGS": "--access-logfile -"})
     owner, stranger = UserFactory.create_batch(2)
-    minted = [Token.objects.create(user=owner).key, Token.objects.create(user=stranger).key]
+    minted = [token_of(owner), token_of(stranger)]
     token, strangers_token = minted
     conversation_id = httpx.get(f"{web_url}/api/v1/conversation", headers=bearer(token), timeout=30).json()[
         "conversationId"

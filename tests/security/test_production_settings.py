@@ -5,7 +5,11 @@ import secrets
 import subprocess
 import sys
 
-from tests.processes import REPO_ROOT
+import pytest
+
+from impo.devstack import REPO_ROOT
+
+pytestmark = pytest.mark.processes  # each test runs manage.py in a process of its own
 
 PRODUCTION = {
     "DJANGO_DEBUG": "false",

@@ -7,7 +7,8 @@ from django.conf import settings
 from rest_framework.authtoken.models import Token
 
 from impo.core.authentication import token_cache_key
-from tests.processes import start_web
+from impo.devstack import start_web
+from tests.client import token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +27,7 @@ def cached(token: str) -> bytes | None:
 
 
 def test_a_deleted_token_is_refused_on_the_next_request_by_every_web_process(two_web_processes, user):
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     assert [status_of(url, token) for url in two_web_processes] == [200, 200]
     assert cached(token) not in (None, b"-")  # both processes now answer from the cache
 
@@ -36,7 +37,7 @@ def test_a_deleted_token_is_refused_on_the_next_request_by_every_web_process(two
 
 
 def test_a_deactivated_users_token_is_refused_on_the_next_request_by_every_web_process(two_web_processes, user):
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     assert [status_of(url, token) for url in two_web_processes] == [200, 200]
 
     user.is_active = False
@@ -46,7 +47,7 @@ def test_a_deactivated_users_token_is_refused_on_the_next_request_by_every_web_p
 
 
 def test_a_reactivated_user_is_served_again_from_the_database_while_the_tombstone_lasts(two_web_processes, user):
-    token = Token.objects.create(user=user).key
+    token = token_of(user)
     user.is_active = False
     user.save()
     assert status_of(two_web_processes[0], token) == 401

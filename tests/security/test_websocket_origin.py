@@ -1,9 +1,9 @@
 """Cookie-authenticated websockets only from the site's own origin (a page elsewhere cannot read a chat)."""
 
 import pytest
-from rest_framework.authtoken.models import Token
 
-from tests.processes import free_port, start_web
+from impo.devstack import free_port, start_web
+from tests.client import history, post_message, socket_url, token_of
 from tests.security.handshake import first_message, open_socket, session_cookie
 
 
@@ -14,12 +14,8 @@ def web(stack):
 
 @pytest.fixture
 def conversation_id(api):
-    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "secret plans"}, format="json")
-    return api.get("/api/v1/conversation").json()["conversationId"]
-
-
-def socket_url(web: str, conversation_id: str, query: str = "after=0") -> str:
-    return f"{web.replace('http://', 'ws://')}/ws/v1/conversations/{conversation_id}/?{query}"
+    post_message(api, "secret plans")
+    return history(api)["conversationId"]
 
 
 @pytest.mark.parametrize(
@@ -54,7 +50,7 @@ def test_a_session_socket_from_the_sites_own_origin_reads_the_conversation(web, 
 
 
 def test_a_token_socket_without_an_origin_is_accepted_like_a_native_app(web, conversation_id, user):
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
 
     handshake = open_socket(socket_url(web, conversation_id), {"Authorization": f"Bearer {token}"})
     try:

@@ -7,8 +7,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.contrib.auth.hashers import make_password
 
+from impo.devstack import start_web
+from tests.client import send_message
 from tests.factories import PASSWORD
-from tests.processes import start_web
 from tests.web.conftest import CHROMIUM, CHROMIUM_FLAGS, log_in
 
 # What the attacker's page does: open the socket, report the first thing that happens to it.
@@ -48,7 +49,7 @@ def signed_in_page(stack, user, api):
 
     user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what the web server's settings verify
     user.save()
-    api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "secret plans"}, format="json")
+    send_message(api, "secret plans", client_message_id="m-1")
     conversation_id = api.get("/api/v1/conversation").json()["conversationId"]
     _, base_url = start_web(stack)
     with sync_playwright() as playwright:

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from runtime.models import Event, EventType, Run
 from runtime.services import claims
+from tests.client import send_message
 from tests.devices import claim, register_device, report
 from tools import device_bridge, services
 from tools.models import DeviceInvocation, InvocationStatus, ToolCall, ToolCallState, ToolReceipt
@@ -22,11 +23,7 @@ def device_id(api):
 @pytest.fixture
 def invocation(api, device_id) -> DeviceInvocation:
     """A play_sound call recorded by a worker holding the run's lease, waiting for the device."""
-    receipt = api.post(
-        "/api/v1/conversation/messages",
-        {"clientMessageId": "m-1", "text": "/tool play_sound", "deviceId": device_id},
-        format="json",
-    ).json()
+    receipt = send_message(api, "/tool play_sound", client_message_id="m-1", deviceId=device_id).json()
     run = Run.objects.get(submission_id=receipt["submissionId"])
     lease = claims.claim_run(run.id, "worker-a")
     with claims.fenced(lease) as locked:

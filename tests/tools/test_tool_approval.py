@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from runtime.models import Event, EventType, Run, RunState
 from runtime.services import claims, lifecycle, sweeper
+from tests.client import send_message
 from tests.devices import register_device
 from tools import services
 from tools.definitions import EVERYWHERE, MAIN_CHAT_ONLY
@@ -320,7 +321,7 @@ def test_an_approved_device_call_opens_its_invocation_only_then(api, settings):
 
 def test_a_call_that_asked_no_approval_has_none_to_answer(api, settings):
     settings.IMPO_TOOL_APPROVAL = {}
-    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    receipt = send_message(api, "hi", client_message_id="m-1").json()
     lease = claims.claim_run(Run.objects.get(submission_id=receipt["submissionId"]).id, "worker-a")
     with claims.fenced(lease) as locked:
         call, events = services.record_call(locked, call_id="call_1", name="save_note", arguments={"text": "hi"})

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
+from impo.devstack import start_web, wait_until
 from runtime.models import Event, EventType, RunState
+from tests.client import finished_run, post_message, run_of, send_message, token_of
 from tests.concurrency import all_at_once
 from tests.devices import device_answers, register_device
-from tests.processes import start_web, wait_until
-from tests.runs import finished_run, run_of
 from tools.models import ApprovalOutcome, ApprovalStatus, Note, ToolApproval, ToolCall, ToolCallState
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
@@ -30,14 +29,6 @@ def approval_stack(stack):
     # second answer or a device's report), and the sweeper sends another.
     stack.start_sweeper()
     return stack
-
-
-def post_message(api, text, client_message_id="m-1"):
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    )
-    assert response.status_code == 202, response.json()
-    return response.json()["submissionId"]
 
 
 def parked(submission_id) -> ToolCall:
@@ -61,7 +52,7 @@ def tool_results_sent(rebyte_double) -> list[dict]:
 
 def test_an_approval_survives_a_worker_sigkill_and_the_tool_runs_once(approval_stack, api, rebyte_double):
     doomed = approval_stack.start_worker("doomed")
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
     assert run_of(submission_id).lease_owner == ""
     assert not Note.objects.exists()
@@ -84,7 +75,7 @@ def test_an_approval_survives_a_worker_sigkill_and_the_tool_runs_once(approval_s
 
 def test_a_denial_reaches_the_agent_as_a_tool_error(approval_stack, api, rebyte_double):
     approval_stack.start_worker()
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
 
     answer(api, call, "deny", reason="I have milk")
@@ -100,7 +91,7 @@ def test_a_denial_reaches_the_agent_as_a_tool_error(approval_stack, api, rebyte_
 
 def test_an_edited_call_runs_with_the_owners_arguments(approval_stack, api):
     approval_stack.start_worker()
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
 
     answer(api, call, arguments={"text": "buy oat milk"})
@@ -113,7 +104,7 @@ def test_an_unanswered_call_is_denied_at_its_deadline_with_no_client_connected(a
     approval_stack.env["IMPO_TOOL_APPROVAL_TIMEOUT_SECONDS"] = "2"  # set by the worker that asks
     approval_stack.start_worker()
 
-    run = finished_run(post_message(api, SAVE_MILK))
+    run = finished_run(post_message(api, SAVE_MILK)["submissionId"])
 
     assert run.state == RunState.COMPLETED
     approval = ToolApproval.objects.select_related("tool_call").get()
@@ -126,7 +117,7 @@ def test_an_unanswered_call_is_denied_at_its_deadline_with_no_client_connected(a
 
 def test_cancelling_a_run_waiting_for_approval_ends_the_run_and_the_approval(approval_stack, api, rebyte_double):
     approval_stack.start_worker()
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
 
     response = api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
@@ -148,9 +139,9 @@ def test_cancelling_a_run_waiting_for_approval_ends_the_run_and_the_approval(app
 def test_two_devices_answering_at_once_get_one_decision(approval_stack, api, user):
     _, base_url = start_web(approval_stack)
     approval_stack.start_worker()
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
     devices = [("phone", "approve"), ("laptop", "deny")]
 
     def decide(index: int) -> httpx.Response:
@@ -179,11 +170,7 @@ def test_an_approved_device_call_runs_on_the_device(stack, api):
     stack.start_worker()
     stack.start_sweeper()
     device_id = register_device(api)
-    response = api.post(
-        "/api/v1/conversation/messages",
-        {"clientMessageId": "m-1", "text": '/tool play_sound {"sound": "chime"}', "deviceId": device_id},
-        format="json",
-    )
+    response = send_message(api, '/tool play_sound {"sound": "chime"}', client_message_id="m-1", deviceId=device_id)
     submission_id = response.json()["submissionId"]
     call = parked(submission_id)
     assert api.get(f"/api/v1/devices/{device_id}/tool-invocations").json()["invocations"] == []
@@ -209,9 +196,9 @@ def read_with_the_ai_sdk(url: str, token: str) -> dict:
 def test_the_ai_sdk_reads_the_approval_request_and_its_outcome(approval_stack, api, user, decision, state):
     _, base_url = start_web(approval_stack)
     approval_stack.start_worker()
-    submission_id = post_message(api, SAVE_MILK)
+    submission_id = post_message(api, SAVE_MILK)["submissionId"]
     call = parked(submission_id)
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = token_of(user)
     url = f"{base_url}/api/v1/submissions/{submission_id}/stream"
     pending = approval_request_chunk(url, token)
     assert pending == {"type": "tool-approval-request", "approvalId": str(call.id), "toolCallId": call.call_id}

@@ -13,24 +13,15 @@ from django.contrib.admin.models import LogEntry
 from django.db import connection
 
 from impo.core.errors import Conflict
+from impo.devstack import wait_until
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
 from runtime.services import devices
+from tests.client import post_message, run_of, settled_run
 from tests.devices import claim, device_answers, register_device, report
-from tests.processes import wait_until
-from tests.runs import run_of, settled_run
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
 
 DEVICE_TIMEOUT_SECONDS = 4
 PLAY_CHIME = '/tool play_sound {"sound": "chime"}'
-
-
-def post_message(api, text, *, client_message_id="m-1", device_id=None):
-    body = {"clientMessageId": client_message_id, "text": text}
-    if device_id:
-        body["deviceId"] = device_id
-    response = api.post("/api/v1/conversation/messages", body, format="json")
-    assert response.status_code == 202, response.json()
-    return response.json()["submissionId"]
 
 
 def reply(run: Run) -> str:
@@ -65,7 +56,7 @@ def kill_worker_between_receipt_and_ack(stack, api, rebyte_double, text: str) ->
     rebyte_double.fault("input_tool_result", "delay", delay_ms=8000)
     doomed = stack.start_worker("doomed")
     stack.start_sweeper()
-    submission_id = post_message(api, text)
+    submission_id = post_message(api, text)["submissionId"]
     wait_until(lambda: ToolReceipt.objects.exists(), timeout=30, what="the call's receipt")
     doomed.kill()
     stack.start_worker("successor")
@@ -78,10 +69,9 @@ def device_stack(stack):
     return stack
 
 
-def test_a_read_tools_result_is_given_to_the_agent(stack, api):
-    stack.start_worker()
+def test_a_read_tools_result_is_given_to_the_agent(workers, api):
 
-    run = settled_run(post_message(api, '/tool current_time {"timeZone": "Europe/Paris"}'))
+    run = settled_run(post_message(api, '/tool current_time {"timeZone": "Europe/Paris"}')["submissionId"])
 
     assert run.state == RunState.COMPLETED
     receipt = ToolReceipt.objects.get()
@@ -96,7 +86,7 @@ def test_a_read_tool_is_repeated_when_its_worker_dies_mid_call(stack, api):
     doomed = stack.start_worker("doomed")
     stack.start_sweeper()
     with notes_table_locked():
-        submission_id = post_message(api, "/tool list_notes")
+        submission_id = post_message(api, "/tool list_notes")["submissionId"]
         wait_until(
             lambda: ToolCall.objects.filter(tool_name="list_notes", state=ToolCallState.DISPATCHED).exists(),
             timeout=30,
@@ -113,10 +103,9 @@ def test_a_read_tool_is_repeated_when_its_worker_dies_mid_call(stack, api):
     assert reply(run) == tool_reply("list_notes", {"output": {"notes": []}})
 
 
-def test_a_read_tool_that_keeps_timing_out_is_reported_to_the_agent_as_a_timeout(stack, api):
-    stack.start_worker()
+def test_a_read_tool_that_keeps_timing_out_is_reported_to_the_agent_as_a_timeout(workers, api):
     with notes_table_locked():
-        run = settled_run(post_message(api, "/tool list_notes"))
+        run = settled_run(post_message(api, "/tool list_notes")["submissionId"])
 
     assert run.state == RunState.COMPLETED
     call = ToolCall.objects.select_related("receipt").get()
@@ -158,9 +147,8 @@ def test_a_task_created_by_a_redelivered_call_exists_once(stack, api, rebyte_dou
     assert f'"taskId":"{task.id}"' in reply(run)
 
 
-def test_a_task_runs_with_the_narrower_task_catalog(stack, api, rebyte_double):
-    stack.start_worker()
-    main_run = settled_run(post_message(api, '/tool create_task {"prompt": "research llamas"}'))
+def test_a_task_runs_with_the_narrower_task_catalog(workers, api, rebyte_double):
+    main_run = settled_run(post_message(api, '/tool create_task {"prompt": "research llamas"}')["submissionId"])
     task_run = settled_run(Submission.objects.get(conversation__task__isnull=False).id)
 
     assert (main_run.state, task_run.state) == (RunState.COMPLETED, RunState.COMPLETED)
@@ -174,10 +162,9 @@ def test_a_task_runs_with_the_narrower_task_catalog(stack, api, rebyte_double):
     assert tools_by_session[task_session] == ["current_time", "list_notes", "save_note"]
 
 
-def test_arguments_violating_the_schema_are_reported_to_the_agent_without_acting(stack, api):
-    stack.start_worker()
+def test_arguments_violating_the_schema_are_reported_to_the_agent_without_acting(workers, api):
 
-    run = settled_run(post_message(api, '/tool save_note {"text": 5}'))
+    run = settled_run(post_message(api, '/tool save_note {"text": 5}')["submissionId"])
 
     assert run.state == RunState.COMPLETED
     assert not Note.objects.exists()
@@ -191,7 +178,7 @@ def test_arguments_violating_the_schema_are_reported_to_the_agent_without_acting
 def test_a_device_tool_completes_once_its_device_claims_and_reports(device_stack, api):
     device_stack.start_worker()
     device_id = register_device(api)
-    submission_id = post_message(api, '/tool play_sound {"sound": "chime"}', device_id=device_id)
+    submission_id = post_message(api, '/tool play_sound {"sound": "chime"}', deviceId=device_id)["submissionId"]
     wait_until(
         lambda: run_of(submission_id).state == RunState.WAITING_DEVICE,
         timeout=30,
@@ -213,8 +200,8 @@ def test_a_device_that_never_answers_leaves_the_call_uncertain_and_the_conversat
     device_stack.start_worker()
     device_id = register_device(api)
 
-    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
-    next_submission_id = post_message(api, "are you still there?", client_message_id="m-2")
+    submission_id = post_message(api, PLAY_CHIME, deviceId=device_id)["submissionId"]
+    next_submission_id = post_message(api, "are you still there?", client_message_id="m-2")["submissionId"]
 
     run = settled_run(submission_id)
     assert run.state == RunState.COMPLETED
@@ -232,7 +219,7 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
     doomed = device_stack.start_worker("doomed")
     device_stack.start_sweeper()
     device_id = register_device(api)
-    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    submission_id = post_message(api, PLAY_CHIME, deviceId=device_id)["submissionId"]
     invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
     claim(api, invocation.id, device_id)
     doomed.kill()
@@ -249,7 +236,7 @@ def test_an_uncertain_device_call_is_never_repeated_when_its_worker_dies(device_
 
 def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_owner(device_stack, api, staff, desk):
     device_stack.start_worker()
-    submission_id = post_message(api, PLAY_CHIME, device_id=register_device(api))
+    submission_id = post_message(api, PLAY_CHIME, deviceId=register_device(api))["submissionId"]
     settled_run(submission_id)
     call = ToolCall.objects.get()
     response = desk.post("/admin/tools/toolcall/", {"action": "resolve_as_failed", "_selected_action": [str(call.id)]})
@@ -265,12 +252,10 @@ def test_staff_resolving_an_uncertain_call_in_admin_records_the_finding_for_the_
     ).exists()
 
 
-def test_a_lost_202_of_a_tool_result_is_resent_with_its_key_and_the_tool_acts_once(stack, api, rebyte_double):
+def test_a_lost_202_of_a_tool_result_is_resent_with_its_key_and_the_tool_acts_once(workers, api, rebyte_double):
     rebyte_double.fault("input_tool_result", "drop_response")
-    stack.start_worker()
-    stack.start_sweeper()
 
-    run = settled_run(post_message(api, '/tool save_note {"text": "call mum"}'))
+    run = settled_run(post_message(api, '/tool save_note {"text": "call mum"}')["submissionId"])
 
     assert run.state == RunState.COMPLETED
     note = Note.objects.get()
@@ -284,7 +269,7 @@ def test_a_lost_202_of_a_tool_result_is_resent_with_its_key_and_the_tool_acts_on
 
 def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
     device_stack.start_worker()
-    submission_id = post_message(api, '/tool current_time {"timeZone": "UTC"}')
+    submission_id = post_message(api, '/tool current_time {"timeZone": "UTC"}')["submissionId"]
     settled_run(submission_id)
 
     with pytest.raises(Conflict) as refused:
@@ -296,7 +281,7 @@ def test_resolving_a_call_that_is_not_uncertain_is_refused(device_stack, api):
 def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_stack, api):
     device_stack.start_worker()
     device_id = register_device(api)
-    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    submission_id = post_message(api, PLAY_CHIME, deviceId=device_id)["submissionId"]
     invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
 
     api.post(f"/api/v1/submissions/{submission_id}/cancel", {}, format="json")
@@ -313,7 +298,7 @@ def test_cancelling_before_the_device_claims_withdraws_the_invocation(device_sta
 def test_cancelling_after_the_device_claimed_ends_the_run_and_refuses_the_result(device_stack, api):
     device_stack.start_worker()
     device_id = register_device(api)
-    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    submission_id = post_message(api, PLAY_CHIME, deviceId=device_id)["submissionId"]
     invocation = wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
     execution_id = claim(api, invocation.id, device_id).json()["executionId"]
 
@@ -329,7 +314,7 @@ def test_cancelling_after_the_device_claimed_ends_the_run_and_refuses_the_result
 def test_revoking_the_tool_mid_call_gives_the_agent_permission_revoked_and_the_run_goes_on(device_stack, api):
     device_stack.start_worker()
     device_id = register_device(api)
-    submission_id = post_message(api, PLAY_CHIME, device_id=device_id)
+    submission_id = post_message(api, PLAY_CHIME, deviceId=device_id)["submissionId"]
     wait_until(lambda: DeviceInvocation.objects.first(), timeout=30, what="the device invocation")
 
     api.post("/api/v1/devices/register", {"installationId": "phone-1", "tools": []}, format="json")
@@ -350,8 +335,8 @@ def test_a_run_released_while_its_turn_waits_for_a_tool_result_settles_and_so_do
     stack.start_worker("two")
     stack.start_sweeper()
 
-    first = post_message(api, '/tool current_time {"timeZone": "UTC"}')
-    second = post_message(api, "after the tool", client_message_id="m-2")
+    first = post_message(api, '/tool current_time {"timeZone": "UTC"}')["submissionId"]
+    second = post_message(api, "after the tool", client_message_id="m-2")["submissionId"]
 
     run = settled_run(first)
     assert run.state == RunState.COMPLETED

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.hashers import make_password
 
+from impo.devstack import start_web
 from tests.factories import PASSWORD
-from tests.processes import ServiceProcess, start_web
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -28,7 +28,6 @@ JS_MODULES = Path(__file__).resolve().parent.parent / "js" / "node_modules"
 
 @dataclass
 class Site:
-    web: ServiceProcess
     base_url: str
     browser: object
 
@@ -47,16 +46,27 @@ def _verifiable_password(*users):
 
 
 @pytest.fixture
-def site(stack, user, other_user):
+def site_url(request, transactional_db, shared_stack) -> str:
+    """The web server the browser talks to: the shared stack's, unless the test configures a stack of its own (it
+    asks for `stack`, as `save_note_needs_approval` does), which then gets a web server and a worker of its own.
+    The web server's processes read what the test writes: hence the transactional database."""
+    if "stack" not in request.fixturenames:
+        return request.getfixturevalue("shared_web")
+    stack = request.getfixturevalue("stack")
+    worker = stack.start_worker(wait=False)  # boots while the web server does
+    _, base_url = start_web(stack)
+    stack.wait_ready(worker)
+    return base_url
+
+
+@pytest.fixture
+def site(site_url, user, other_user):
     from playwright.sync_api import sync_playwright
 
     _verifiable_password(user, other_user)
-    worker = stack.start_worker(wait=False)  # boots while the web server does
-    web, base_url = start_web(stack)
-    stack.wait_ready(worker)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield Site(web=web, base_url=base_url, browser=browser)
+        yield Site(base_url=site_url, browser=browser)
         browser.close()
 
 

@@ -8,7 +8,9 @@ from tests.web.conftest import log_in
 IDLE_SECONDS = 30
 
 
-def test_an_idle_socket_stays_open_for_30_seconds_without_a_reconnect_or_a_traceback(site, user):
+def test_an_idle_socket_stays_open_for_30_seconds_without_a_reconnect_or_a_traceback(
+    stack, site, user
+):  # its own web server, whose log it reads
     page = site.new_page()
     sockets = []
     history_reads = []
@@ -26,4 +28,5 @@ def test_an_idle_socket_stays_open_for_30_seconds_without_a_reconnect_or_a_trace
     assert len(sockets) == 1
     assert not sockets[0].is_closed()
     assert len(history_reads) == 1
-    assert "Traceback" not in site.web.log_text()
+    [web] = [process for process in stack.processes if process.name == "web"]
+    assert "Traceback" not in web.log_text()

@@ -5,6 +5,7 @@ import pytest
 from impo.celery import app
 from runtime.events import append_events
 from runtime.models import Event, EventType, Run
+from tests.client import send_message
 from webhooks import services
 from webhooks.models import PendingSourceEvent, WebhookDelivery, WebhookEndpoint
 
@@ -17,7 +18,7 @@ def endpoint(owner, event_types=("run.completed",), **fields) -> WebhookEndpoint
 
 
 def admitted_run(api) -> Run:
-    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    receipt = send_message(api, "hi", client_message_id="m-1").json()
     return Run.objects.select_related("submission").get(submission_id=receipt["submissionId"])
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from runtime.events import append_events
 from runtime.models import EventType, Run
+from tests.client import send_message
 from webhooks import services
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def failed_delivery(api, user) -> WebhookDelivery:
     endpoint = services.create_endpoint(owner=user, url="https://hooks.example.com/x", event_types=["run.failed"])
-    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    receipt = send_message(api, "hi", client_message_id="m-1").json()
     run = Run.objects.select_related("submission").get(submission_id=receipt["submissionId"])
     append_events(run.submission.conversation_id, run.submission_id, [(EventType.RUN_FAILED, {"status": "failed"})])
     services.collect_deliveries()

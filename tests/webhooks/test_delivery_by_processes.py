@@ -4,9 +4,9 @@ import time
 
 import pytest
 
+from impo.devstack import free_port, wait_until
 from runtime.models import RunState
-from tests.processes import free_port, wait_until
-from tests.runs import finished_run
+from tests.client import finished_run, post_message
 from tests.webhooks.receiver import Receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 
@@ -39,14 +39,6 @@ def subscribe(api, url: str, event_types=("run.completed",)) -> dict:
     return response.json()
 
 
-def post_message(api, text: str, client_message_id: str = "m-1") -> str:
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": client_message_id, "text": text}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()["submissionId"]
-
-
 def settled_delivery(endpoint_id, timeout: float = 90) -> WebhookDelivery:
     return wait_until(
         lambda: WebhookDelivery.objects.filter(endpoint_id=endpoint_id).exclude(status=DeliveryStatus.PENDING).first(),
@@ -55,6 +47,7 @@ def settled_delivery(endpoint_id, timeout: float = 90) -> WebhookDelivery:
     )
 
 
+@pytest.mark.slow
 def test_a_delivery_reaches_a_receiver_that_was_down_for_30_seconds_signed_and_under_one_id(stack, api, receivers):
     stack.start_worker()
     stack.start_webhooks()
@@ -62,7 +55,7 @@ def test_a_delivery_reaches_a_receiver_that_was_down_for_30_seconds_signed_and_u
     receiver = receivers((503, 204), start=False)
     endpoint = subscribe(api, receiver.url)
 
-    run = finished_run(post_message(api, "tell me when you are done"))
+    run = finished_run(post_message(api, "tell me when you are done")["submissionId"])
     assert run.state == RunState.COMPLETED
     delivery = wait_until(
         lambda: WebhookDelivery.objects.filter(endpoint_id=endpoint["id"], attempts__gte=1).first(),
@@ -101,14 +94,12 @@ def test_a_delivery_reaches_a_receiver_that_was_down_for_30_seconds_signed_and_u
     assert not second.signed_by("whsec_" + "0" * 64)
 
 
-def test_a_run_of_one_user_is_never_sent_to_another_users_endpoint(stack, api, other_api, receivers):
-    stack.start_worker()
-    stack.start_webhooks()
+def test_a_run_of_one_user_is_never_sent_to_another_users_endpoint(shared_webhooks, api, other_api, receivers):
     mine, theirs = receivers(), receivers()
     my_endpoint = subscribe(api, mine.url, ["run.completed", "run.failed"])
     their_endpoint = subscribe(other_api, theirs.url, ["run.completed", "run.failed"])
 
-    finished_run(post_message(other_api, "only mine to hear about"))
+    finished_run(post_message(other_api, "only mine to hear about")["submissionId"])
 
     delivered = settled_delivery(their_endpoint["id"])
     assert delivered.status == DeliveryStatus.DELIVERED
@@ -125,7 +116,7 @@ def test_a_receiver_that_keeps_failing_leaves_the_delivery_failed_after_the_last
     receiver = receivers((500,))
     endpoint = subscribe(api, receiver.url)
 
-    finished_run(post_message(api, "nobody listens properly"))
+    finished_run(post_message(api, "nobody listens properly")["submissionId"])
 
     failed = settled_delivery(endpoint["id"])
     assert failed.status == DeliveryStatus.FAILED

@@ -4,8 +4,9 @@ nothing about which ports are open."""
 
 import pytest
 
+from impo.devstack import free_port, wait_until
 from runtime.models import Run
-from tests.processes import free_port, wait_until
+from tests.client import send_message
 from tests.webhooks.receiver import Receiver
 from webhooks.models import WebhookDelivery
 
@@ -95,7 +96,7 @@ def receivers():
 
 
 def complete_a_run(api) -> None:
-    response = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json")
+    response = send_message(api, "hi", client_message_id="m-1")
     assert response.status_code == 202
     wait_until(
         lambda: Run.objects.filter(submission_id=response.json()["submissionId"], state="completed").exists(),
@@ -135,15 +136,13 @@ def test_a_name_that_resolves_to_loopback_at_send_time_is_not_contacted(stack, a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_redirect_is_not_followed_and_errors_say_nothing_of_the_port(stack, api, settings, receivers):
+def test_a_redirect_is_not_followed_and_errors_say_nothing_of_the_port(shared_webhooks, api, settings, receivers):
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     inner = receivers()
     redirecting = receivers((302,), location=inner.url)
     closed_port = f"http://127.0.0.1:{free_port()}/hooks/impo"
     redirected = create(api, redirecting.url).json()
     refused = create(api, closed_port).json()
-    stack.start_worker()
-    stack.start_webhooks()
 
     complete_a_run(api)
     redirect_attempt = attempted(redirected["id"])

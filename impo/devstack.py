@@ -1,4 +1,9 @@
-"""Real service processes for tests: started on free loopback ports, waited for, always stopped."""
+"""The stack's real processes as the tests and the benchmarks start them: the Rebyte double, Temporal's dev server,
+Celery workers (or the worker host), the sweeper, the webhooks loop and the web server, each on free loopback ports,
+waited for, always stopped.
+
+It lives in the roof because it composes every app's processes, as `make run` (the Procfile) does; the tests and
+bench/ both import it from here, so neither imports the other."""
 
 import os
 import secrets
@@ -69,6 +74,7 @@ class ServiceProcess:
         if self.alive:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
+        self._log.close()
 
     def stop(self, timeout: float = 10) -> None:
         self.terminate()
@@ -283,14 +289,12 @@ class Stack:
             raise RuntimeError(f"{worker.name} exited:\n{worker.log_text()[-3000:]}")
         return worker.log_text().count(" ready.") >= worker.processes
 
-    def stop(self, timeout: float = 10) -> None:
-        """Terminates every process at once and waits for them together: a test's teardown takes as long as its
-        slowest shutdown, not the sum of them."""
+    def stop(self) -> None:
+        """A cold stop: SIGKILL to every process, no drain. Runs are built to survive exactly that, and a graceful
+        shutdown of a worker waits for its runs; the tests of shutdown stop their process themselves."""
         for process in self.processes:
-            process.terminate()
-        deadline = time.monotonic() + timeout
-        for process in self.processes:
-            process.finish(deadline)
+            process.kill()
+        self.processes.clear()
 
 
 WEB_PROCESSES = 2

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import harness, inflight, sockets
+from bench import harness, inflight, inflight_load, sockets
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--inflight", action="store_true", help="only hundreds of long turns on one worker host")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
-    inflight_sizes = inflight.QUICK if args.quick else inflight.FULL
+    inflight_sizes = inflight_load.QUICK if args.quick else inflight_load.FULL
 
     # A stopped benchmark (Ctrl-C, SIGTERM, a timeout) still stops its processes and drops its database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

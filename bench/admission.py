@@ -22,7 +22,6 @@ from types import SimpleNamespace
 
 from bench.harness import PGHOST, PGUSER, Figure
 from impo.devstack import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
-from runtime.services import admission
 
 CLIENT_CONCURRENCY = 8
 WEB_PROCESSES = 2
@@ -155,6 +154,8 @@ def admission_script(owner_ids: list[int], active_run_cap: int) -> str:
     """
     from django.db import connection
     from psycopg import ClientCursor
+
+    from runtime.services import admission
 
     if owner_ids != list(range(owner_ids[0], owner_ids[0] + len(owner_ids))):
         raise ValueError("the benchmark's users must have consecutive ids")

@@ -1,0 +1,178 @@
+"""Streaming turns in flight: worker CPU per provider delta beside its floors, and provider delta → websocket frame
+for a few watched conversations (the delta's emission seen by a subscriber of the double's own live stream).
+"""
+
+import threading
+import time
+
+from bench import floors
+from bench.admission import cpu_seconds
+from bench.harness import Figure, median_and_p95
+from bench.inflight_load import (
+    REPLY_LENGTH,
+    InflightSizes,
+    Sampler,
+    admit,
+    message_text,
+    pace,
+    run_outcomes,
+    settle_seconds,
+    wait_settled,
+)
+from bench.worker_host import start_host
+from impo.devstack import Stack, start_web
+
+
+class DeltaTimes:
+    """(time seen, characters so far) per delta of one conversation's reply, from one source."""
+
+    def __init__(self):
+        self.seen: list[tuple[float, int]] = []
+        self.length = 0
+
+    def add(self, text: str) -> None:
+        self.length += len(text)
+        self.seen.append((time.monotonic(), self.length))
+
+    def time_of_character(self, index: int) -> float | None:
+        return next((seen for seen, length in self.seen if length > index), None)
+
+
+def watch_double(
+    stack: Stack,
+    session_id: str,
+    times: DeltaTimes,
+    cpu: floors.ThreadCpu,
+    ready: threading.Event,
+    stop: threading.Event,
+):
+    """The session's live deltas as the double emits them, read by a subscriber of its own through the SDK (the
+    thread's CPU per event read is the SDK's share of a worker's live stream)."""
+    with stack.double.gateway() as gateway, gateway.live_events(session_id) as events:
+        ready.set()
+        cpu.start()
+        for event in events:
+            cpu.stop(1)
+            if event.type == "agent.session.turn.output_text.delta":
+                times.add(event.delta)
+            elif event.type in ("agent.session.turn.completed", "agent.session.turn.failed") or stop.is_set():
+                return
+            cpu.start()
+
+
+def watch_socket(url: str, times: DeltaTimes, ready: threading.Event, stop: threading.Event):
+    from tests.chaos.websocket import WebsocketConnection
+
+    socket = WebsocketConnection(url)
+    ready.set()
+    try:
+        while True:
+            event = socket.receive_json(timeout=120)
+            if event["type"] == "text.delta":
+                times.add(event["payload"]["delta"])
+            elif event["type"] in ("run.completed", "run.failed", "run.cancelled") or stop.is_set():
+                return
+    finally:
+        socket.close()
+
+
+def streaming_turns(stack: Stack, users: list[tuple[int, str]], sizes: InflightSizes) -> list[Figure]:
+    """Every conversation has a session already (a first, quick message each): the watched ones' sessions are
+    subscribed to at the double before the measured messages go."""
+    from django.contrib.auth import get_user_model
+
+    from bench.stream import subscription_url
+    from rebyte.models import RemoteSession
+
+    turns, seconds, deltas = sizes.streaming_turns, sizes.streaming_turn_seconds, sizes.streaming_turn_seconds * 10
+    owners = list(get_user_model().objects.filter(id__in=[user_id for user_id, _ in users[:turns]]).order_by("id"))
+    web, web_url = start_web(stack, processes=1, name="inflight-web")
+    host = start_host(stack)
+    try:
+        stack.double.configure(delta_delay_ms=0, delta_chunks=1)
+        warm = admit(owners, [f"warm {i}" for i in range(turns)], "warm")
+        wait_settled([run_id for run_id, *_ in warm], timeout=turns + 120)
+        pace(stack, turn_seconds=seconds, deltas=deltas)
+        watched = owners[: sizes.watched]
+        tokens = dict(users)
+        at_double = [DeltaTimes() for _ in watched]
+        at_socket = [DeltaTimes() for _ in watched]
+        reading = [floors.ThreadCpu() for _ in watched]
+        stop = threading.Event()
+        threads = []
+        for index, owner in enumerate(watched):
+            session = RemoteSession.objects.get(conversation__owner=owner, state="current")
+            for target, args in (
+                (watch_double, (stack, session.remote_id, at_double[index], reading[index])),
+                (watch_socket, (subscription_url(web_url, owner.id, tokens[owner.id]), at_socket[index])),
+            ):
+                ready = threading.Event()
+                thread = threading.Thread(target=target, args=(*args, ready, stop), daemon=True)
+                thread.start()
+                threads.append(thread)
+                if not ready.wait(30):
+                    raise RuntimeError("a watcher could not connect")
+        double_cpu, host_cpu = cpu_seconds(stack.double.process.pid), cpu_seconds(host.process.pid)
+        started = time.monotonic()
+        admitted = admit(owners, [message_text(i) for i in range(turns)], "stream")
+        run_ids = [run_id for run_id, *_ in admitted]
+        with Sampler(host, run_ids) as samples:
+            wait_settled(run_ids, timeout=seconds * 3 + 120)
+        elapsed = time.monotonic() - started
+        double_cpu = cpu_seconds(stack.double.process.pid) - double_cpu
+        host_cpu = cpu_seconds(host.process.pid) - host_cpu
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        host.stop()
+        web.stop()
+    push_ms, event_ms = floors.push_cpu_ms(), floors.ThreadCpu.per_piece_ms(reading)
+    latencies = [
+        socket_times.time_of_character(index) - double_times.time_of_character(index)
+        for double_times, socket_times in zip(at_double, at_socket, strict=True)
+        for index in range(REPLY_LENGTH)
+        if socket_times.time_of_character(index) is not None and double_times.time_of_character(index) is not None
+    ]
+    frames = sum(len(times.seen) for times in at_socket)
+    delta_median, delta_p95 = median_and_p95(latencies) if latencies else (float("nan"), float("nan"))
+    settled = settle_seconds([submission_id for _, submission_id, *_ in admitted])
+    provider_deltas = turns * deltas
+    return [
+        Figure(
+            f"{turns} streaming turns ({seconds} s each, 10 deltas/s), one worker host: slowest acceptance → settled",
+            max(settled),
+            "s",
+            baseline_name="the turn itself × 1.5",
+            baseline=seconds * 1.5,
+            higher_is_better=False,
+            notes=[
+                f"median {median_and_p95(settled)[0]:.1f} s; outcomes {dict(run_outcomes(run_ids))}; peak in flight "
+                f"{max(samples.in_flight, default=0)}; host connections max {max(samples.connections, default=0)}",
+                f"CPU: worker host {host_cpu:.1f} s, the double {double_cpu:.1f} s (apart), over {elapsed:.0f} s",
+            ],
+        ),
+        Figure(
+            "worker CPU per provider delta (streaming turns)",
+            1000 * host_cpu / provider_deltas,
+            "ms",
+            baseline_name="one SDK live event + one channel-layer push (same run)",
+            baseline=push_ms + event_ms,
+            higher_is_better=False,
+            notes=[
+                f"{provider_deltas} provider deltas, {host_cpu:.1f} s of worker host CPU",
+                f"the pieces, CPU of the calling thread: a push {push_ms:.2f} ms, a live event read by the SDK "
+                f"{event_ms:.2f} ms",
+            ],
+        ),
+        Figure(
+            f"provider delta emitted → websocket frame, {len(watched)} watched conversations (median)",
+            delta_median * 1000,
+            "ms",
+            higher_is_better=False,
+            notes=[
+                f"p95 {delta_p95 * 1000:.0f} ms over {len(latencies)} characters; {frames} text.delta frames for "
+                f"{len(watched) * deltas} provider deltas"
+            ],
+        ),
+    ]

@@ -90,8 +90,11 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SELECT last_event_seq FROM runtime_conversation WHERE id = %s FOR SHARE", [conversation.id])
-            (last_event_seq,) = cursor.fetchone()
+            cursor.execute(
+                "SELECT last_event_seq, events_compacted_through FROM runtime_conversation WHERE id = %s FOR SHARE",
+                [conversation.id],
+            )
+            last_event_seq, events_compacted_through = cursor.fetchone()
         messages = list(
             Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[
                 : limit + 1
@@ -124,6 +127,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         "hasMore": has_more,
         "nextAfterSequence": messages[-1].sequence if messages else after_sequence,
         "lastEventSeq": last_event_seq,
+        "eventsCompactedThrough": events_compacted_through,
         "messagePolicy": conversation.message_policy,
     }
 

@@ -1,0 +1,137 @@
+"""`python -m bench.retention [--runs N] [--synthetic M]`: what the event log keeps per settled run inside and after the
+retention window, and how fast the retention pass compacts (docs/data-lifecycle.md).
+
+1. N real replies (the double streaming 16 deltas each, a worker process projecting them): event rows and bytes
+   per run as they settle (inside the window), then after one `prune_events` pass (after it).
+2. M more settled runs written through the real event writer (admission, 16 `text.delta`, `message.completed`,
+   `run.completed`) to time the pass at a size where a rate means something: rows removed per second.
+
+Bytes are the rows' own (`pg_column_size`, what the heap holds for them); the table's size on disk is printed too,
+but PostgreSQL reuses the space of deleted rows for new ones rather than returning it, so what stays flat under a
+steady load is the table, not the file right after one pass. Runs in a scratch database of its own.
+"""
+
+import argparse
+import os
+import time
+import uuid
+
+from bench import harness
+
+DELTAS = 16
+
+
+def event_table() -> tuple[int, int, int]:
+    """(rows, bytes of the rows, bytes of table + indexes on disk)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), coalesce(sum(pg_column_size(e.*)), 0), pg_total_relation_size('runtime_event')"
+            " FROM runtime_event e"
+        )
+        return cursor.fetchone()
+
+
+def real_replies(stack, runs: int) -> None:
+    from bench.execution import admit_runs
+    from runtime.models import TERMINAL_RUN_STATES, Run
+    from tests.processes import wait_until
+
+    owners = [user_id for user_id, _ in harness.create_users(runs, "retention")]
+    stack.double.configure(delta_delay_ms=120, delta_chunks=DELTAS)
+    worker = stack.start_worker("bench-retention-worker")
+    try:
+        run_ids = admit_runs(owners, runs, "retention")
+        wait_until(
+            lambda: Run.objects.filter(id__in=run_ids, state__in=TERMINAL_RUN_STATES).count() == runs,
+            timeout=120 + runs,
+            interval=0.5,
+            what=f"{runs} replies to settle",
+        )
+    finally:
+        worker.stop()
+
+
+def synthetic_settled_runs(count: int) -> None:
+    """Settled runs as a worker leaves them, written through the real admission and event writer."""
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from django.utils import timezone
+
+    from runtime.models import EventType, Run, RunState
+    from runtime.services import MessageCommand, append_events, submit_main_chat_message
+
+    owners = list(get_user_model().objects.filter(id__in=[i for i, _ in harness.create_users(count // 20 + 1, "syn")]))
+    words = "the quick brown fox jumps over the lazy dog " * 4
+    for index in range(count):
+        receipt = submit_main_chat_message(
+            owner=owners[index % len(owners)],
+            command=MessageCommand(client_message_id=f"syn-{index}-{uuid.uuid4()}", text=f"message {index}"),
+        )
+        run = Run.objects.select_related("submission").get(submission_id=receipt.submission_id)
+        message_id = str(run.submission.assistant_message_id)
+        chunk = words[: len(words) // DELTAS]
+        with transaction.atomic():
+            append_events(
+                run.submission.conversation_id,
+                run.submission_id,
+                [(EventType.RUN_STARTED, {"submissionId": str(run.submission_id)})]
+                + [(EventType.TEXT_DELTA, {"messageId": message_id, "partId": "p0", "delta": chunk})] * DELTAS
+                + [
+                    (EventType.MESSAGE_COMPLETED, {"messageId": message_id, "partId": "p0", "text": chunk * DELTAS}),
+                    (EventType.RUN_COMPLETED, {"submissionId": str(run.submission_id), "status": "completed"}),
+                ],
+            )
+            # Bench bookkeeping: the run marked settled as a worker would leave it.
+            Run.objects.filter(id=run.id).update(state=RunState.COMPLETED, finished_at=timezone.now())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=100, help="real replies")
+    parser.add_argument("--synthetic", type=int, default=2000, help="settled runs written directly, to time the pass")
+    args = parser.parse_args()
+    database = harness.configure_process_environment()
+    harness.create_database(database)
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from runtime.services import retention
+    from tests.processes import RebyteDouble, Stack
+
+    double = RebyteDouble()
+    stack = Stack(database_name=database, double=double, redis_url=os.environ["REDIS_URL"])
+    try:
+        real_replies(stack, args.runs)
+        rows, row_bytes, disk = event_table()
+        print(f"inside the window: {rows / args.runs:.1f} rows, {row_bytes / args.runs:,.0f} B of rows per run")
+        settings.IMPO_EVENT_RETENTION_SECONDS = 0
+        retention.prune_events()
+        rows, row_bytes, _ = event_table()
+        print(f"after the window:  {rows / args.runs:.1f} rows, {row_bytes / args.runs:,.0f} B of rows per run")
+        print(f"  (table + indexes on disk: {disk / args.runs:,.0f} B per run before the pass)")
+
+        settings.IMPO_EVENT_RETENTION_SECONDS = 3600.0
+        synthetic_settled_runs(args.synthetic)
+        settings.IMPO_EVENT_RETENTION_SECONDS = 0
+        before, _, _ = event_table()
+        started = time.perf_counter()
+        compacted = retention.prune_events()
+        elapsed = time.perf_counter() - started
+        after, _, _ = event_table()
+        print(
+            f"pruning: {compacted.runs} runs, {compacted.events} rows in {elapsed:.2f} s ="
+            f" {compacted.events / elapsed:,.0f} rows/s, {compacted.runs / elapsed:,.0f} runs/s"
+            f" (table {before} -> {after} rows)"
+        )
+    finally:
+        stack.stop()
+        double.stop()
+        harness.drop_database(database)
+
+
+if __name__ == "__main__":
+    main()

@@ -107,15 +107,10 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         )
         has_more = len(messages) > limit
         messages = messages[:limit]
-        assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
-        tool_states = tool_states_by_assistant_message(assistant_ids)
-        runs = _runs_by_assistant_message(assistant_ids)
+        messages_wire = messages_to_wire(messages)
     return {
         "conversationId": str(conversation.id),
-        "messages": [
-            _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
-            for message in messages
-        ],
+        "messages": messages_wire,
         "activeSubmissions": [
             {
                 "submissionId": str(run.submission_id),
@@ -130,6 +125,17 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         "eventsCompactedThrough": events_compacted_through,
         "messagePolicy": conversation.message_policy,
     }
+
+
+def messages_to_wire(messages: list[Message]) -> list[dict]:
+    """Messages as history shows them: each reply with its tool calls and why its run failed, if it did."""
+    assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
+    tool_states = tool_states_by_assistant_message(assistant_ids)
+    runs = _runs_by_assistant_message(assistant_ids)
+    return [
+        _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
+        for message in messages
+    ]
 
 
 def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None]]:

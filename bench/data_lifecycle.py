@@ -1,10 +1,13 @@
-"""`python -m bench.retention [--runs N] [--synthetic M]`: what the event log keeps per settled run inside and after the
-retention window, and how fast the retention pass compacts (docs/data-lifecycle.md).
+"""`python -m bench.data_lifecycle [--runs N] [--synthetic M] [--export-messages K]`: what the event log keeps per
+settled run inside and after the retention window, how fast the retention pass compacts, and what an export of a
+large account costs (docs/data-lifecycle.md).
 
-1. N real replies (the double streaming 16 deltas each, a worker process projecting them): event rows and bytes
-   per run as they settle (inside the window), then after one `prune_events` pass (after it).
+1. N real replies (the double streaming 16 deltas of a 400-character reply each, a worker process projecting
+   them): event rows and bytes per run as they settle (inside the window), then after one pass (after it).
 2. M more settled runs written through the real event writer (admission, 16 `text.delta`, `message.completed`,
    `run.completed`) to time the pass at a size where a rate means something: rows removed per second.
+3. The export document of an account with K messages: time, bytes, and the peak of Python memory while writing it
+   (tracemalloc), which stays at a page's worth whatever K.
 
 Bytes are the rows' own (`pg_column_size`, what the heap holds for them); the table's size on disk is printed too,
 but PostgreSQL reuses the space of deleted rows for new ones rather than returning it, so what stays flat under a
@@ -12,13 +15,16 @@ steady load is the table, not the file right after one pass. Runs in a scratch d
 """
 
 import argparse
+import asyncio
 import os
 import time
+import tracemalloc
 import uuid
 
 from bench import harness
 
 DELTAS = 16
+REPLY_TEXT = ("A reply long enough to stream in many deltas, as a model's answer does. " * 6)[:392]
 
 
 def event_table() -> tuple[int, int, int]:
@@ -34,15 +40,25 @@ def event_table() -> tuple[int, int, int]:
 
 
 def real_replies(stack, runs: int) -> None:
-    from bench.execution import admit_runs
+    from django.contrib.auth import get_user_model
+
     from runtime.models import TERMINAL_RUN_STATES, Run
+    from runtime.services import MessageCommand, submit_main_chat_message
     from tests.processes import wait_until
 
-    owners = [user_id for user_id, _ in harness.create_users(runs, "retention")]
-    stack.double.configure(delta_delay_ms=120, delta_chunks=DELTAS)
+    owners = get_user_model().objects.filter(id__in=[i for i, _ in harness.create_users(runs, "retention")])
+    # Far enough apart that the worker's coalescing window (100 ms) keeps each delta an event of its own.
+    stack.double.configure(delta_delay_ms=300, delta_chunks=DELTAS)
     worker = stack.start_worker("bench-retention-worker")
     try:
-        run_ids = admit_runs(owners, runs, "retention")
+        receipts = [
+            submit_main_chat_message(
+                owner=owner, command=MessageCommand(client_message_id=f"reply-{owner.id}", text=REPLY_TEXT)
+            )
+            for owner in owners
+        ]
+        submission_ids = [receipt.submission_id for receipt in receipts]
+        run_ids = list(Run.objects.filter(submission_id__in=submission_ids).values_list("id", flat=True))
         wait_until(
             lambda: Run.objects.filter(id__in=run_ids, state__in=TERMINAL_RUN_STATES).count() == runs,
             timeout=120 + runs,
@@ -87,10 +103,40 @@ def synthetic_settled_runs(count: int) -> None:
             Run.objects.filter(id=run.id).update(state=RunState.COMPLETED, finished_at=timezone.now())
 
 
+def export_of_a_large_account(messages: int) -> None:
+    from django.contrib.auth import get_user_model
+
+    from impo.export import document
+    from tests.factories import long_task_conversation
+
+    [(owner_id, _)] = harness.create_users(1, "exported")
+    owner = get_user_model().objects.get(id=owner_id)
+    long_task_conversation(owner, messages, REPLY_TEXT)
+
+    async def write() -> int:
+        size = 0
+        async for piece in document(owner):
+            size += len(piece.encode())
+        return size
+
+    started = time.perf_counter()
+    size = asyncio.run(write())
+    elapsed = time.perf_counter() - started
+    # Again under tracemalloc, which slows Python down: the peak only, not the time.
+    tracemalloc.start()
+    asyncio.run(write())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(
+        f"export: {messages:,} messages, {size / 1e6:.1f} MB in {elapsed:.2f} s; peak Python memory {peak / 1e6:.1f} MB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=100, help="real replies")
     parser.add_argument("--synthetic", type=int, default=2000, help="settled runs written directly, to time the pass")
+    parser.add_argument("--export-messages", type=int, default=10_000, help="messages of the exported account")
     args = parser.parse_args()
     database = harness.configure_process_environment()
     harness.create_database(database)
@@ -127,6 +173,7 @@ def main() -> None:
             f" {compacted.events / elapsed:,.0f} rows/s, {compacted.runs / elapsed:,.0f} runs/s"
             f" (table {before} -> {after} rows)"
         )
+        export_of_a_large_account(args.export_messages)
     finally:
         stack.stop()
         double.stop()

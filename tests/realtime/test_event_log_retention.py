@@ -339,3 +339,21 @@ def test_webhook_collection_after_compaction_still_finds_the_run_events_it_had_n
     [delivery] = WebhookDelivery.objects.filter(endpoint=endpoint)
     assert delivery.event_type == EventType.RUN_COMPLETED
     assert delivery.payload["data"]["submissionId"] == str(run.submission_id)
+
+
+def test_streams_read_before_between_and_after_each_runs_compaction_all_end_with_the_whole_text(
+    stack, web, api, user, streamed_replies, window_passed
+):
+    stack.start_worker()
+    runs = [reply(api, f"reply number {index}", f"m-{index}") for index in range(3)]
+    token = token_of(user)
+    reads = []
+    for _ in range(len(runs) + 1):  # every stream read with none, one, two and all three runs compacted
+        for run in runs:
+            reads.append((run, read_stream(f"{web}/api/v1/submissions/{run.submission_id}/stream", token)[1]))
+        retention.prune_events(batch=1, max_batches=1)
+
+    assert Run.objects.filter(events_compacted_at__isnull=False).count() == len(runs)
+    for run, items in reads:
+        assert_well_formed(items)
+        assert text_of(items) == run.submission.assistant_message.text

@@ -325,3 +325,29 @@ def start_web(
 
     wait_until(serving, timeout=60, what=f"{name} (log: {web.log_path})")
     return web, f"http://127.0.0.1:{port}"
+
+
+def long_task_conversation(owner, messages: int, text: str):
+    """A task whose conversation has `messages` settled messages after its first exchange, written in bulk as years of
+    use would leave them (setup for the export's tests and bench, not a product write path); returns its id."""
+    # Imported here: this module is loaded before Django is set up, to start the processes.
+    from runtime.models import Message, MessageRole, MessageStatus
+    from runtime.services.admission import MessageCommand
+    from runtime.services.commands import open_task
+
+    receipt = open_task(owner=owner, command=MessageCommand(client_message_id="long-task", text="a long one"))
+    conversation_id = Message.objects.get(id=receipt.user_message_id).conversation_id
+    Message.objects.bulk_create(
+        (
+            Message(
+                conversation_id=conversation_id,
+                sequence=10 + index,
+                role=MessageRole.USER if index % 2 == 0 else MessageRole.ASSISTANT,
+                text=text,
+                status=MessageStatus.COMPLETED,
+            )
+            for index in range(messages)
+        ),
+        batch_size=2000,
+    )
+    return conversation_id

@@ -297,6 +297,13 @@ IMPO_TOOL_APPROVAL = env.dict("IMPO_TOOL_APPROVAL", default={})
 if set(IMPO_TOOL_APPROVAL.values()) - {"never", "always"}:
     raise ImproperlyConfigured("IMPO_TOOL_APPROVAL maps tool names to 'never' or 'always'")
 
+# The event log's retention window (docs/design.md §11, docs/data-lifecycle.md): a run settled longer ago than this
+# has its `text.delta` events compacted away (its `message.completed` keeps the whole text). One hour: six times the
+# longest replay window of the peers (OpenAI keeps ~10 minutes), long enough for a laptop closed through a meeting.
+IMPO_EVENT_RETENTION_SECONDS = env.float("IMPO_EVENT_RETENTION_SECONDS", default=3600.0)
+if IMPO_EVENT_RETENTION_SECONDS < 0:
+    raise ImproperlyConfigured("IMPO_EVENT_RETENTION_SECONDS must not be negative")
+
 # Main Chat session rotation (docs/design.md §3).
 IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", default=6 * 3600.0)
 IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from impo import health, metrics
 from impo.core import errors
 from impo.core.login import throttled_login
+from impo.export import ExportView
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
 handler400 = "runtime.http.web.bad_request"
@@ -20,6 +21,8 @@ urlpatterns = [
     path("api/v1/", include("scheduling.urls")),
     path("api/v1/", include("runtime.http.device_urls")),
     path("api/v1/", include("webhooks.urls")),
+    # The account's data across every app, composed here above them all.
+    path("api/v1/export", ExportView.as_view(), name="export"),
     # Any other path under /api/ is the API's 404, in its envelope, in every configuration (DEBUG's technical 404
     # page would otherwise answer it, and CommonMiddleware would redirect it to a slash-ended path).
     re_path(r"^api/", errors.json_not_found),

@@ -109,3 +109,25 @@ def lock_owner(owner) -> None:
     so two creations cannot both see room for one. No key of a user changes, so rows referencing it (the created
     row itself) are not held up."""
     get_user_model().objects.select_for_update(no_key=True).filter(pk=owner.pk).values_list("pk").first()
+
+
+# The retention pass's batch (`runtime.services.retention`), as common table expressions of its one statement:
+# settled runs not yet compacted, then their conversations, in this module's order; both skipped when held (a run
+# staff are retrying, a conversation a writer holds this instant, a batch another machine took), so a batch never
+# waits. `taken` is the runs whose conversation was locked too.
+SETTLED_RUNS_TO_COMPACT_SQL = """
+candidate AS (
+    SELECT run.id, run.submission_id, submission.conversation_id
+    FROM runtime_run run JOIN runtime_submission submission ON submission.id = run.submission_id
+    WHERE run.state = ANY(%(settled)s::varchar[]) AND run.events_compacted_at IS NULL AND run.finished_at < %(cutoff)s
+    ORDER BY run.finished_at
+    LIMIT %(batch)s
+    FOR NO KEY UPDATE OF run SKIP LOCKED
+),
+held AS (
+    SELECT conversation.id FROM runtime_conversation conversation
+    WHERE conversation.id IN (SELECT conversation_id FROM candidate)
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+taken AS (SELECT candidate.* FROM candidate JOIN held ON held.id = candidate.conversation_id)
+"""

@@ -30,6 +30,9 @@ class Conversation(models.Model):
     # so a rolled-back insert never leaves a hole in either sequence.
     last_event_seq = models.PositiveBigIntegerField(default=0)
     last_message_sequence = models.PositiveIntegerField(default=0)
+    # Every event seq removed by compaction (`services.retention`) is at or below this: a reader that meets a hole
+    # in the log meets one of those, and a client resuming from below it may be told to reload its snapshot.
+    events_compacted_through = models.PositiveBigIntegerField(default=0)
     message_policy = models.CharField(max_length=16, choices=MessagePolicy.choices, default=MessagePolicy.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -216,6 +219,8 @@ class Run(models.Model):
     # The W3C trace context of the run's admission ('' when tracing was off): every later span of the run,
     # in whichever process, continues it, so one run is one trace.
     traceparent = models.CharField(max_length=55, blank=True, default="")
+    # When the retention pass removed this settled run's `text.delta` events (null: not yet, or retried since).
+    events_compacted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -237,6 +242,12 @@ class Run(models.Model):
             models.Index(fields=["owner"], condition=Q(state__in=COUNTED_RUN_STATES), name="runtime_run_owner_counted"),
             # `/metrics` reads the claim latency of the runs first claimed in a recent window.
             models.Index(fields=["started_at"], name="runtime_run_started"),
+            # The retention pass's queue: settled runs whose deltas are still logged, oldest first.
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(state__in=sorted(TERMINAL_RUN_STATES), events_compacted_at__isnull=True),
+                name="runtime_run_to_compact",
+            ),
         ]
 
     def __str__(self):
@@ -267,6 +278,7 @@ class Run(models.Model):
         self.state = RunState.QUEUED
         self.version += 1
         self.retries += 1
+        self.events_compacted_at = None  # the new attempt's deltas are compacted once it settles in turn
 
 
 class EventType(models.TextChoices):

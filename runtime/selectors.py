@@ -85,8 +85,11 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SELECT last_event_seq FROM runtime_conversation WHERE id = %s FOR SHARE", [conversation.id])
-            (last_event_seq,) = cursor.fetchone()
+            cursor.execute(
+                "SELECT last_event_seq, events_compacted_through FROM runtime_conversation WHERE id = %s FOR SHARE",
+                [conversation.id],
+            )
+            last_event_seq, events_compacted_through = cursor.fetchone()
         messages = list(
             Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[
                 : limit + 1
@@ -99,15 +102,10 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         )
         has_more = len(messages) > limit
         messages = messages[:limit]
-        assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
-        tool_states = tool_states_by_assistant_message(assistant_ids)
-        runs = _runs_by_assistant_message(assistant_ids)
+        messages_wire = messages_to_wire(messages)
     return {
         "conversationId": str(conversation.id),
-        "messages": [
-            _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
-            for message in messages
-        ],
+        "messages": messages_wire,
         "activeSubmissions": [
             {
                 "submissionId": str(run.submission_id),
@@ -119,8 +117,20 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         "hasMore": has_more,
         "nextAfterSequence": messages[-1].sequence if messages else after_sequence,
         "lastEventSeq": last_event_seq,
+        "eventsCompactedThrough": events_compacted_through,
         "messagePolicy": conversation.message_policy,
     }
+
+
+def messages_to_wire(messages: list[Message]) -> list[dict]:
+    """Messages as history shows them: each reply with its tool calls and why its run failed, if it did."""
+    assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
+    tool_states = tool_states_by_assistant_message(assistant_ids)
+    runs = _runs_by_assistant_message(assistant_ids)
+    return [
+        _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
+        for message in messages
+    ]
 
 
 def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None]]:

@@ -15,6 +15,7 @@ from tools.models import (
     ToolApproval,
     ToolCall,
     ToolCallState,
+    ToolReceipt,
 )
 from tools.registry import ToolDefinition, registry
 
@@ -176,6 +177,25 @@ def tool_states_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]
             }
         )
     return states
+
+
+def receipts_by_assistant_message(message_ids) -> dict[uuid.UUID, list[dict]]:
+    """Each assistant message's tool receipts: the results saved for its calls, as they were sent to the agent."""
+    receipts = (
+        ToolReceipt.objects.filter(tool_call__run__submission__assistant_message_id__in=message_ids)
+        .values("tool_call__run__submission__assistant_message_id", "tool_call__call_id", "result", "created_at")
+        .order_by("created_at")
+    )
+    by_message: dict[uuid.UUID, list[dict]] = {}
+    for receipt in receipts:
+        by_message.setdefault(receipt["tool_call__run__submission__assistant_message_id"], []).append(
+            {
+                "toolCallId": receipt["tool_call__call_id"],
+                "result": receipt["result"],
+                "createdAt": receipt["created_at"].isoformat(),
+            }
+        )
+    return by_message
 
 
 def invocation_traceparent(invocation_id) -> str:

@@ -35,12 +35,14 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"/v1/agents/sessions", "create_session"),
         ("GET", r"/v1/agents/sessions", "list_sessions"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}", "get_session"),
+        ("DELETE", rf"/v1/agents/sessions/{_SESSION}", "delete_session"),
         ("POST", rf"/v1/agents/sessions/{_SESSION}/events", "input"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}/events", "session_events"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}/turns", "list_turns"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}/turns/{_TURN}", "get_turn"),
         ("GET", rf"/v1/agents/sessions/{_SESSION}/items", "list_items"),
         ("GET", rf"/v1/agents/{_AGENT}", "get_agent"),
+        ("DELETE", rf"/v1/agents/{_AGENT}", "delete_agent"),
     )
 ]
 _INPUT_OPS = {
@@ -84,6 +86,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
 
     def _dispatch(self, method: str) -> None:
         self.request_id = new_id("req")
@@ -197,6 +202,8 @@ class Handler(BaseHTTPRequestHandler):
                 "create_agent": lambda: store.create_agent(body),
                 "get_agent": lambda: store.get_agent(params["agent_id"]),
                 "list_agents": lambda: store.list_agents(query),
+                "delete_agent": lambda: store.delete_agent(params["agent_id"]),
+                "delete_session": lambda: store.delete_session(params["session_id"]),
                 "get_session": lambda: store.get_session(params["session_id"]),
                 "list_sessions": lambda: store.list_sessions(query),
                 "list_turns": lambda: store.list_turns(params["session_id"], query),

@@ -31,9 +31,11 @@ OPERATIONS = frozenset(
         "create_agent",
         "get_agent",
         "list_agents",
+        "delete_agent",
         "create_session",
         "get_session",
         "list_sessions",
+        "delete_session",
         "input_message",
         "input_tool_result",
         "input_cancel",
@@ -305,6 +307,16 @@ class Store:
         with self.cond:
             return _page(list(self.agents.values()), query)
 
+    def delete_agent(self, agent_id: str) -> dict[str, Any]:
+        """`AgentDeleted`; 404 afterwards. Stricter than anything the SDK promises: an agent whose sessions still
+        exist is refused (409), so a client deletes the sessions first and never relies on a cascade."""
+        with self.cond:
+            self.get_agent(agent_id)
+            if any(session.agent_id == agent_id for session in self.sessions.values()):
+                raise ApiError(409, "agent_has_sessions", f"Agent {agent_id} still has sessions: delete them first")
+            del self.agents[agent_id]
+            return {"id": agent_id, "deleted": True, "object": "agent.deleted"}
+
     # --- sessions -----------------------------------------------------------------------------------------
 
     def create_session(self, body: dict[str, Any]) -> tuple[dict[str, Any], Turn]:
@@ -385,6 +397,29 @@ class Store:
     def get_session(self, session_id: str) -> dict[str, Any]:
         with self.cond:
             return self.session(session_id).obj
+
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        """`AgentSessionDeleted`; the session, its turns and items are 404 afterwards and its live streams end.
+
+        The SDK says running execution must be cancelled first and that deletion may cancel a public turn whose
+        execution ended; the status code of the refusal is not documented, so the double is stricter: any turn not
+        yet completed, failed or cancelled (running, queued or waiting on a tool result) is refused with 409.
+        """
+        with self.cond:
+            session = self.session(session_id)
+            open_turns = [t for t in session.turn_ids if self.turns[t].obj["status"] not in TERMINAL_TURN_STATUSES]
+            if open_turns:
+                message = f"Session {session_id} has a turn in progress ({open_turns[0]}): cancel it first"
+                raise ApiError(409, "session_busy", message)
+            for subscriber in session.subscribers:
+                subscriber.put(None)
+            for turn_id in session.turn_ids:
+                del self.turns[turn_id]
+            for item_id in session.item_ids:
+                self.items.pop(item_id, None)
+            del self.sessions[session_id]
+            self.cond.notify_all()
+            return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
     def list_sessions(self, query: dict[str, list[str]]) -> dict[str, Any]:
         _only(query, {"after", "limit", "order", "agent_id"})

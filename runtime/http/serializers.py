@@ -202,6 +202,12 @@ class ConversationPageSerializer(serializers.Serializer):
     hasMore = serializers.BooleanField()
     nextAfterSequence = serializers.IntegerField(min_value=0)
     lastEventSeq = serializers.IntegerField(min_value=0)
+    eventsCompactedThrough = serializers.IntegerField(
+        min_value=0,
+        help_text="Every event seq the retention window removed is at or below this (0: none). A websocket resumed"
+        " with an `after` below it may be closed with 4410 (`snapshot.reload`): reload this page and resume from"
+        " `lastEventSeq`.",
+    )
     messagePolicy = serializers.ChoiceField(choices=MessagePolicy.choices)
 
 

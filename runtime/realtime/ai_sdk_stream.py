@@ -32,6 +32,8 @@ class UIMessageStream:
         self.message_id = message_id
         self.submission_id = submission_id
         self.open_text_parts: list[str] = []
+        # What each part's deltas have said so far, so its completion can add what compaction removed.
+        self.text_by_part: dict[str, str] = {}
         self.running_steps: dict[str, dict] = {}
         self.denied_calls: set[str] = set()
         self.finished = False
@@ -56,7 +58,7 @@ class UIMessageStream:
         if kind == EventType.TEXT_DELTA:
             return self._text_delta(payload["partId"], payload["delta"])
         if kind == EventType.MESSAGE_COMPLETED:
-            return self._close_text_part(payload["partId"])
+            return self._complete_text_part(payload["partId"], payload.get("text", ""))
         if kind == EventType.TOOL_REQUESTED:
             return self._tool_requested(payload)
         if kind == EventType.TOOL_ACCEPTED:
@@ -195,13 +197,21 @@ class UIMessageStream:
             self.open_text_parts.append(part_id)
             chunks.append({"type": "text-start", "id": part_id})
         chunks.append({"type": "text-delta", "id": part_id, "delta": delta})
+        self.text_by_part[part_id] = self.text_by_part.get(part_id, "") + delta
         return chunks
 
-    def _close_text_part(self, part_id: str) -> list[dict]:
+    def _complete_text_part(self, part_id: str, text: str) -> list[dict]:
+        """Closes the part, first sending whatever of its whole text the deltas did not: all of it for a settled
+        run whose deltas were compacted (docs/data-lifecycle.md), the rest of it for one compacted while followed."""
+        said = self.text_by_part.get(part_id, "")
+        missing = text[len(said) :] if text.startswith(said) else ""
+        chunks = []
+        if missing:
+            chunks = self._text_delta(part_id, missing)
         if part_id not in self.open_text_parts:
-            return []
+            return chunks
         self.open_text_parts.remove(part_id)
-        return [{"type": "text-end", "id": part_id}]
+        return [*chunks, {"type": "text-end", "id": part_id}]
 
     def _approval_decided(self, payload: dict) -> list[dict]:
         if payload["decision"] == "denied":
@@ -250,6 +260,7 @@ class UIMessageStream:
 _ENDS_RUN_STEP = frozenset(
     {
         EventType.TEXT_DELTA,
+        EventType.MESSAGE_COMPLETED,
         EventType.TOOL_REQUESTED,
         EventType.RUN_COMPLETED,
         EventType.RUN_FAILED,

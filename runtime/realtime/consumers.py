@@ -31,11 +31,22 @@ logger = logging.getLogger(__name__)
 RATE_LIMITED_CLOSE_CODE = 4429
 # RFC 6455: a frame whose data the endpoint cannot take (not JSON, nested too deep to read).
 INVALID_PAYLOAD_CLOSE_CODE = 1007
+# Application close code for "the events after your `after` are no longer all kept" (4000 + 410 Gone): the log is a
+# replay buffer (docs/data-lifecycle.md), so a client resuming from before what is kept reloads its snapshot (the
+# history, whose `lastEventSeq` it resumes from) instead of waiting for seqs that compaction removed.
+EVENTS_COMPACTED_CLOSE_CODE = 4410
+RELOAD_MESSAGE = {
+    "type": "snapshot.reload",
+    "reason": "events_compacted",
+    "message": "Events after this point are no longer kept: reload the conversation and resume from its lastEventSeq.",
+}
 
 
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
     joined = False
     ended = False
+    # Set once the client was told to reload: nothing more is sent on this socket.
+    reloading = False
 
     async def __call__(self, scope, receive, send):
         """Channels' consumer loop (`AsyncConsumer.__call__`), with the live push read by `_receive_live` and an
@@ -128,6 +139,8 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         """The events of one write, in seq order: sent while each follows the last one sent (one already sent is
         skipped); a gap before one of them is filled from the log."""
         async with self.send_lock:
+            if self.reloading:
+                return
             for event in message["events"]:
                 if event["seq"] == self.last_sent_seq + 1:
                     await self.send_json(event)
@@ -139,15 +152,26 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         await self.catch_up()
 
     async def catch_up(self):
-        """Sends every logged event after the last one sent, in order."""
+        """Sends every logged event after the last one sent, in order.
+
+        Seqs are committed without holes, so a hole in what the log returns is events that compaction removed:
+        the client is told to reload instead of being sent a hole it would wait on forever."""
         async with self.send_lock:
-            while True:
+            while not self.reloading:
                 batch = await database_sync_to_async(selectors.events_after)(self.conversation_id, self.last_sent_seq)
                 for event in batch:
+                    if event["seq"] != self.last_sent_seq + 1:
+                        await self._ask_for_reload()
+                        return
                     await self.send_json(event)
                     self.last_sent_seq = event["seq"]
                 if len(batch) < selectors.EVENT_BATCH_SIZE:
                     return
+
+    async def _ask_for_reload(self):
+        self.reloading = True
+        await self.send_json(RELOAD_MESSAGE)
+        await self.close(code=EVENTS_COMPACTED_CLOSE_CODE, reason="events compacted: reload the conversation")
 
     async def rejoin(self):
         self.joined = await self._join()

@@ -139,3 +139,41 @@ def test_an_approved_device_call_sends_its_device_request_then():
     [request] = [c for c in chunks if c["type"] == "data-instant-device-request"]
     assert request["data"] == {"schemaVersion": 1, "toolCallId": "c1", **device}
     assert steps(chunks)[-1] == ("step-tool-c1", "device", "running")
+
+
+def text_chunks(chunks) -> list[tuple]:
+    return [(c["type"], c.get("delta")) for c in chunks if c["type"].startswith("text-")]
+
+
+def test_a_completed_part_whose_deltas_were_compacted_is_sent_whole():
+    chunks = fed(STARTED, (EventType.MESSAGE_COMPLETED, {"partId": "p1", "text": "Hello there"}))
+
+    assert text_chunks(chunks) == [("text-start", None), ("text-delta", "Hello there"), ("text-end", None)]
+    assert steps(chunks)[-1] == ("step-run-sub-1", "run", "completed")
+
+
+def test_a_part_whose_later_deltas_went_while_it_was_followed_gets_the_rest_at_its_completion():
+    chunks = fed(
+        STARTED,
+        (EventType.TEXT_DELTA, {"partId": "p1", "delta": "Hello"}),
+        (EventType.MESSAGE_COMPLETED, {"partId": "p1", "text": "Hello there"}),
+    )
+
+    assert "".join(delta for kind, delta in text_chunks(chunks) if kind == "text-delta") == "Hello there"
+    assert text_chunks(chunks)[-1] == ("text-end", None)
+
+
+def test_a_part_completed_with_its_deltas_sends_no_text_twice():
+    chunks = fed(
+        STARTED,
+        (EventType.TEXT_DELTA, {"partId": "p1", "delta": "Hello"}),
+        (EventType.TEXT_DELTA, {"partId": "p1", "delta": " there"}),
+        (EventType.MESSAGE_COMPLETED, {"partId": "p1", "text": "Hello there"}),
+    )
+
+    assert text_chunks(chunks) == [
+        ("text-start", None),
+        ("text-delta", "Hello"),
+        ("text-delta", " there"),
+        ("text-end", None),
+    ]

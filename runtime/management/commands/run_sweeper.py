@@ -6,15 +6,17 @@ from impo.core import telemetry
 from impo.core.loops import PeriodicLoopCommand
 from rebyte.provider import provider_gateway
 from runtime.execution import reconciliation
-from runtime.services import sweeper
+from runtime.services import retention, sweeper
 
 logger = logging.getLogger(__name__)
+
+PRUNE_BATCHES_PER_SWEEP = 10
 
 
 class Command(PeriodicLoopCommand):
     help = (
         "Periodically re-wakes runs whose wake-up was lost or whose lease expired, denies tool approvals past"
-        " their deadline, and reconciles intents."
+        " their deadline, reconciles intents, and compacts the event log past its retention window."
     )
     loop_name = "sweep"
 
@@ -29,13 +31,17 @@ class Command(PeriodicLoopCommand):
         report = sweeper.sweep_runs()
         timed_out = sweeper.expire_tool_approvals()
         settled, resumed = reconciliation.settle_reconciliations(provider_gateway())
-        if report.rewoken or report.expired_leases or timed_out or settled or resumed:
+        # Bounded per sweep, so a backlog (the first pass after deploying retention) never delays the passes above.
+        compacted = retention.prune_events(max_batches=PRUNE_BATCHES_PER_SWEEP)
+        if report.rewoken or report.expired_leases or timed_out or settled or resumed or compacted.runs:
             logger.info(
                 "sweep: re-woke %d queued and %d expired; denied %d approvals past their deadline;"
-                " settled %d intents; resumed %d runs",
+                " settled %d intents; resumed %d runs; compacted the deltas of %d runs (%d events)",
                 report.rewoken,
                 report.expired_leases,
                 timed_out,
                 settled,
                 resumed,
+                compacted.runs,
+                compacted.events,
             )

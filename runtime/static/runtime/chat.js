@@ -546,7 +546,12 @@
     return event.payload.messageId;
   }
 
+  // The server closes with this code (after a `snapshot.reload` frame) when events after our last one are no
+  // longer kept (docs/data-lifecycle.md): the history is reloaded and the socket resumes from its lastEventSeq.
+  const EVENTS_COMPACTED_CLOSE_CODE = 4410;
+
   function apply(event) {
+    if (event.type === "snapshot.reload") return; // the close that follows reloads
     if (event.seq <= state.lastSeq) return; // already applied (a replay overlapping a live push)
     if (event.seq !== state.lastSeq + 1) {
       // A hole: never guess; resubscribe from the last applied event and let the server replay it.
@@ -572,6 +577,10 @@
     });
     socket.addEventListener("message", (message) => apply(JSON.parse(message.data)));
     socket.addEventListener("close", (event) => {
+      if (event.code === EVENTS_COMPACTED_CLOSE_CODE) {
+        reload();
+        return;
+      }
       const refused = event.code >= 4000 && event.code < 5000;
       const wait = nextRetryDelay(refused);
       if (refused) {
@@ -592,6 +601,15 @@
     const base = refused ? Math.max(retryDelay, REFUSED_MIN_MS) : retryDelay;
     retryDelay = Math.min(base * 2, RETRY_MAX_MS);
     return base / 2 + Math.random() * (base / 2);
+  }
+
+  async function reload() {
+    try {
+      await loadHistory();
+      connect();
+    } catch (error) {
+      setTimeout(reconnect, nextRetryDelay(false));
+    }
   }
 
   async function reconnect() {

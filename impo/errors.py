@@ -77,6 +77,19 @@ class RateLimited(ApplicationError):
     retryable = True
 
 
+class RequestTooLarge(ApplicationError):
+    status = 413
+    code = "request_too_large"
+
+
+class RequestTimeout(ApplicationError):
+    """A request body that did not arrive in time (IMPO_WEB_BODY_SECONDS); the client may send it again."""
+
+    status = 408
+    code = "request_timeout"
+    retryable = True
+
+
 class ServiceUnavailable(ApplicationError):
     status = 503
     code = "service_unavailable"
@@ -84,10 +97,12 @@ class ServiceUnavailable(ApplicationError):
 
 
 def error_body(request, code: str, message: str, retryable: bool = False) -> dict:
-    return {
-        "error": {"code": code, "message": message, "retryable": retryable},
-        "requestId": request_id_for(request),
-    }
+    return error_envelope(request_id_for(request), code, message, retryable)
+
+
+def error_envelope(request_id: str, code: str, message: str, retryable: bool = False) -> dict:
+    """The ICA error body; `error_body` for a Django request, this where there is none yet (the server's edge)."""
+    return {"error": {"code": code, "message": message, "retryable": retryable}, "requestId": request_id}
 
 
 def _validation_messages(detail, path: str = "") -> dict[str, str]:

@@ -5,7 +5,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from impo.errors import ApplicationError
+from impo.errors import RequestTooLarge
 
 # Deeper than any command needs; Python's decoder (and whatever later walks the value: serializers, hashing,
 # the JSON column) recurses once per level, so a 64 KiB body of brackets must be refused before it is parsed.
@@ -28,7 +28,7 @@ class BoundedJSONParser(BaseParser):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise ApplicationError(f"JSON body exceeds {limit} bytes.", code="request_too_large", status=413)
+            raise RequestTooLarge(f"JSON body exceeds {limit} bytes.")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -144,6 +144,11 @@ WHITENOISE_AUTOREFRESH = env.bool("IMPO_STATIC_AUTOREFRESH", default=DEBUG)
 
 # ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+# The web port's deadlines and bounds (impo/edge.py, docs/edge.md): a request's headers and its body must arrive in
+# time (ICA v1: a body late by 15 s is 408), and one client address holds a bounded number of HTTP connections.
+IMPO_WEB_HEADER_SECONDS = env.float("IMPO_WEB_HEADER_SECONDS", default=10.0)
+IMPO_WEB_BODY_SECONDS = env.float("IMPO_WEB_BODY_SECONDS", default=15.0)
+IMPO_WEB_CONNECTIONS_PER_ADDRESS = env.int("IMPO_WEB_CONNECTIONS_PER_ADDRESS", default=256)
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 

@@ -21,7 +21,8 @@ _forwarded_allow_ips = os.environ.get("IMPO_WEB_FORWARDED_ALLOW_IPS", "")
 class ImpoUvicornWorker(UvicornWorker):
     CONFIG_KWARGS = {
         "loop": "uvloop",
-        "http": "httptools",
+        # httptools with the edge's header deadline and per-address connection cap (impo/edge.py).
+        "http": "impo.edge:EdgeHttpProtocol",
         "ws": "websockets-sansio",
         # Neither Django nor Channels has startup or shutdown work for the lifespan protocol.
         "lifespan": "off",
@@ -39,7 +40,8 @@ class ImpoUvicornWorker(UvicornWorker):
         install_on_web_server_loggers()
 
 
-bind = f"{os.environ.get('IMPO_WEB_HOST', '127.0.0.1')}:{os.environ.get('IMPO_WEB_PORT', '8000')}"
+_host = os.environ.get("IMPO_WEB_HOST", "127.0.0.1")
+bind = f"{_host}:{os.environ.get('IMPO_WEB_PORT', '8000')}"
 workers = int(os.environ.get("IMPO_WEB_PROCESSES", "2"))
 worker_class = "impo.web_server.ImpoUvicornWorker"
 forwarded_allow_ips = _forwarded_allow_ips or "127.0.0.1"
@@ -48,5 +50,8 @@ timeout = 30
 graceful_timeout = ImpoUvicornWorker.CONFIG_KWARGS["timeout_graceful_shutdown"] + 5
 # gunicorn's runtime control socket sits at one path per user: two servers on a machine would fight over it.
 control_socket_disable = True
+# An idle kept-alive connection is closed after this long; a fronting proxy keeps its own idle upstream connections
+# shorter (docs/edge.md).
+keepalive = int(os.environ.get("IMPO_WEB_KEEPALIVE_SECONDS", "5"))
 # Thousands of sockets connect at once after a network blip; the kernel queues them meanwhile.
 backlog = 4096

@@ -225,6 +225,8 @@ class Stack:
             # benchmarks); the tests of these limits lower them again.
             "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "1000000",
             "IMPO_LIMIT_ACTIVE_RUNS": "1000000",
+            # Every client of a test connects from loopback: one address for thousands of sockets.
+            "IMPO_WEB_CONNECTIONS_PER_ADDRESS": "1000000",
             # PostgreSQL's connections are shared by every test session on the machine (several run in parallel
             # under xdist): a test's web processes pool few, which the streams test shows is enough.
             "DATABASE_POOL_MAX_SIZE": "5",

@@ -156,3 +156,18 @@ class BearerTokenAuthentication(TokenAuthentication):
 
     def authenticate_header(self, request):
         return WWW_AUTHENTICATE
+
+
+class BearerRequestsSkipCsrfMiddleware:
+    """A request presenting `Authorization: Bearer` is authenticated by its token alone (`request_user`, DRF's
+    authentication order: never the session beside it), and a cross-site page cannot set that header without the
+    API's consent: the session's CSRF rules do not apply to it. Without this, a bearer request to a plain view (or
+    to no view) under /api/ was refused as a browser's (403 "CSRF cookie not set")."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if bearer_key(request.headers.get("Authorization", "")) is not None:
+            request._dont_enforce_csrf_checks = True  # CsrfViewMiddleware's own switch
+        return self.get_response(request)

@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "impo.authentication.BearerRequestsSkipCsrfMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -141,6 +142,9 @@ STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=None)
 WHITENOISE_USE_FINDERS = True
 # Reread on change: on with DEBUG, and under `make run` (which runs with DEBUG off to show the project's pages).
 WHITENOISE_AUTOREFRESH = env.bool("IMPO_STATIC_AUTOREFRESH", default=DEBUG)
+
+# A refused CSRF check answers the API's envelope under /api/ and Django's page elsewhere.
+CSRF_FAILURE_VIEW = "runtime.web.csrf_failure"
 
 # ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024

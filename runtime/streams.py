@@ -37,6 +37,8 @@ async def submission_stream(request, submission_id):
     if user is None:
         return unauthorized(request)
     try:
+        if request.method not in ("GET", "HEAD"):
+            raise ApplicationError("Method not allowed.", code="method_not_allowed", status=405)
         if request.GET:
             raise InvalidRequest(f"{sorted(request.GET)[0]}: Unknown query parameter.")
         submission_id = parse_path_id("submission_id", submission_id)

@@ -335,6 +335,8 @@ IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
 IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
 IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
 IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)
+# Failures from one address whatever the username: several users behind one NAT share it, so it is a higher bound.
+IMPO_LIMIT_LOGIN_FAILURES_PER_ADDRESS = env.int("IMPO_LIMIT_LOGIN_FAILURES_PER_ADDRESS", default=30)
 
 # Webhooks (README "Webhooks"): how long one attempt may take, the capped exponential backoff (with jitter)
 # between attempts, and when a delivery is given up as failed (whichever of attempts or age comes first).

@@ -7,6 +7,7 @@ process (limits, subscribers and the live push are in Redis, everything else in 
 may serve any client. Settings come from the environment (README "Configuration").
 """
 
+import ipaddress
 import os
 
 from uvicorn.workers import UvicornWorker
@@ -55,3 +56,27 @@ control_socket_disable = True
 keepalive = int(os.environ.get("IMPO_WEB_KEEPALIVE_SECONDS", "5"))
 # Thousands of sockets connect at once after a network blip; the kernel queues them meanwhile.
 backlog = 4096
+
+
+def forwarded_addresses_warning(host: str, forwarded_allow_ips: str) -> str | None:
+    """What to tell an operator who serves beyond loopback without naming a proxy: behind one, every client then has
+    the proxy's address, and the login throttle and the connection cap treat them all as one."""
+    if forwarded_allow_ips:
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        if host == "localhost":
+            return None
+    return (
+        f"serving on {host} with IMPO_WEB_FORWARDED_ALLOW_IPS unset: behind a proxy every client has the proxy's "
+        "address (login throttling and the per-address connection cap count them as one); set it to the proxy's "
+        "address (docs/edge.md)"
+    )
+
+
+def when_ready(server):
+    warning = forwarded_addresses_warning(_host, _forwarded_allow_ips)
+    if warning:
+        server.log.warning(warning)

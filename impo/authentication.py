@@ -29,8 +29,14 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from impo import limits
 from impo.errors import WWW_AUTHENTICATE
+from impo.outages import Condition
 
 logger = logging.getLogger(__name__)
+
+# Redis away: logged once as it starts and once as it ends, not per request (docs/edge.md).
+_token_cache_away = Condition(
+    logger, started="token cache unavailable, reading the database", ended="token cache available again"
+)
 
 TOKEN_CACHE_SECONDS = 300
 # Longer than any revoking transaction takes between its first tombstone and its commit.
@@ -64,9 +70,11 @@ def user_for_token(key: str):
     try:
         cached = client.get(cache_key)
     except redis.RedisError as exc:
-        logger.warning("token cache unavailable, reading the database: %s", exc)
+        _token_cache_away.failed(exc)
         client = None
         cached = None
+    else:
+        _token_cache_away.succeeded()
     if cached and cached != _TOMBSTONE:
         values = json.loads(cached)
         return get_user_model().from_db("default", _CACHED_USER_FIELDS, [values[name] for name in _CACHED_USER_FIELDS])

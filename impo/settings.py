@@ -235,6 +235,9 @@ if _BROKER_SCHEME in ("redis", "rediss"):
 if _BROKER_SCHEME == "rediss":
     CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
 CELERY_TASK_ACKS_LATE = False
+# Cancels only late-acknowledged tasks when the broker is lost, and no task is: said so, Celery stops warning at
+# every broker loss that its default will change.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

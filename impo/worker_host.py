@@ -23,7 +23,7 @@ logger = logging.getLogger("impo.worker_host")
 
 # A worker that exits within this long of its start is failing to start (a broken setting, the broker refusing):
 # it is started again after a delay that doubles up to the cap, instead of at once in a tight loop.
-QUICK_EXIT_SECONDS = 30.0
+QUICK_EXIT_SECONDS = float(os.environ.get("IMPO_WORKER_QUICK_EXIT_SECONDS", "30"))
 RESTART_DELAY_CAP_SECONDS = 30.0
 POLL_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1

@@ -12,6 +12,7 @@ compare it with the database and the double afterwards.
 import json
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -46,6 +47,24 @@ def process_age_seconds(pid: int) -> float:
     started_ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
     uptime = float(Path("/proc/uptime").read_text().split()[0])
     return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+
+
+_SLOT_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
+_SLOT_READY = re.compile(r"\.(\d+)@\S+ ready\.")
+
+
+def serving_worker_pids(host: WorkerProcess) -> list[int]:
+    """The worker processes of a host that said they are ready since they started (from the host's log, which
+    has the host's "worker N started (pid P)" and then worker N's Celery "<name>.N@<machine> ready.")."""
+    started, ready = {}, set()
+    for line in host.log_text().splitlines():
+        if match := _SLOT_STARTED.search(line):
+            started[match.group(1)] = int(match.group(2))
+            ready.discard(match.group(1))
+        elif match := _SLOT_READY.search(line):
+            ready.add(match.group(1))
+    alive = set(child_pids(host.process.pid))
+    return [pid for slot, pid in started.items() if slot in ready and pid in alive]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -535,12 +554,13 @@ class ChaosRun:
 
     def _kill_worker_process(self, rng: random.Random) -> None:
         """SIGKILLs one worker process of a host: the host starts another (impo/worker_host.py). Only a process
-        that has served a while: the host takes a process dying younger than QUICK_EXIT_SECONDS for a crash loop
+        that serves (booted on a loaded machine it may take 20 s: killed before, nothing would run) and has served
+        a while: the host takes a process dying younger than QUICK_EXIT_SECONDS for a crash loop
         and waits before the next start (up to 30 s), which the run would then measure as a stall of its own
         making."""
         serving = []
         for host in self.hosts:
-            for pid in child_pids(host.process.pid) if host.alive else []:
+            for pid in serving_worker_pids(host) if host.alive else []:
                 try:
                     if process_age_seconds(pid) >= QUICK_EXIT_SECONDS:
                         serving.append(pid)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.harness import PGHOST, PGUSER, Figure
+from bench.harness import PGHOST, PGPORT, PGUSER, Figure
 from impo.devstack import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
 
 CLIENT_CONCURRENCY = 8
@@ -190,7 +190,7 @@ def pgbench_admission_tps(database: str, owner_ids: list[int], active_run_cap: i
         script.write(admission_script(owner_ids, active_run_cap))
         script.flush()
         result = subprocess.run(
-            ["pgbench", "-h", PGHOST, "-U", PGUSER, "-n", "-c", str(CLIENT_CONCURRENCY), "-j", "2"]
+            ["pgbench", "-h", PGHOST, "-p", PGPORT, "-U", PGUSER, "-n", "-c", str(CLIENT_CONCURRENCY), "-j", "2"]
             + ["-T", str(seconds), "-f", script.name, database],
             capture_output=True,
             text=True,

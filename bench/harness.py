@@ -12,8 +12,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-PGHOST = "127.0.0.1"
-PGUSER = "postgres"
+# The server of the benchmark's scratch database: libpq's own variables, as `createdb`/`dropdb` read them.
+PGHOST = os.environ.get("PGHOST", "127.0.0.1")
+PGPORT = os.environ.get("PGPORT", "5432")
+PGUSER = os.environ.get("PGUSER", "postgres")
 
 
 def configure_process_environment() -> str:
@@ -21,7 +23,7 @@ def configure_process_environment() -> str:
     database = f"impo_bench_{os.getpid()}"
     os.environ.update(
         {
-            "DATABASE_URL": f"postgres://{PGUSER}@{PGHOST}:5432/{database}",
+            "DATABASE_URL": f"postgres://{PGUSER}@{PGHOST}:{PGPORT}/{database}",
             # A Redis database of the run's own unless told another (two runs at once on one machine).
             "REDIS_URL": os.environ.get("IMPO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
             "CELERY_QUEUE": f"impo-bench-{os.getpid()}",
@@ -38,7 +40,7 @@ def configure_process_environment() -> str:
 
 
 def create_database(database: str) -> None:
-    subprocess.run(["createdb", "-h", PGHOST, "-U", PGUSER, database], check=True)
+    subprocess.run(["createdb", "-h", PGHOST, "-p", PGPORT, "-U", PGUSER, database], check=True)
     subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], check=True)
 
 
@@ -46,7 +48,9 @@ def drop_database(database: str) -> None:
     from django.db import connections
 
     connections.close_all()
-    subprocess.run(["dropdb", "-h", PGHOST, "-U", PGUSER, "--if-exists", "--force", database], check=False)
+    subprocess.run(
+        ["dropdb", "-h", PGHOST, "-p", PGPORT, "-U", PGUSER, "--if-exists", "--force", database], check=False
+    )
 
 
 @dataclass

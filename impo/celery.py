@@ -10,6 +10,7 @@ from django.db import close_old_connections
 
 from impo import worker_liveness
 from impo.core import telemetry
+from impo.core.outages import Condition
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
@@ -25,6 +26,9 @@ if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
     os.environ.setdefault("DATABASE_POOL_MAX_SIZE", "10")
 
 logger = logging.getLogger(__name__)
+
+# Logged once when beats start failing and once when they succeed again, not every 3 s (docs/edge.md).
+_failing_beats = Condition(logger, started="worker heartbeat failing", ended="worker heartbeat sent again")
 
 app = Celery("impo")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -58,10 +62,38 @@ class Heartbeat(bootsteps.StartStopStep):
             worker_liveness.beat(self.worker_name)
         except redis.RedisError as exc:
             # The next beat tries again; /ready reports the gap if it lasts.
-            logger.warning("worker heartbeat failed: %s", exc)
+            _failing_beats.failed(exc)
+        else:
+            _failing_beats.succeeded()
 
 
 app.steps["worker"].add(Heartbeat)
+
+
+class OneLinePerBrokerOutage(logging.Filter):
+    """Celery's consumer logs each attempt to reach a lost broker at ERROR ("consumer: Cannot connect to …", every
+    few seconds for as long as Redis is away): the first is kept, as the WARNING it is, the rest are dropped until
+    the consumer logs "Connected to …" again, which ends the outage (docs/edge.md)."""
+
+    def __init__(self):
+        super().__init__()
+        self._reconnecting = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("consumer: Cannot connect to"):
+            if self._reconnecting:
+                return False
+            self._reconnecting = True
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        elif message.startswith("Connected to"):
+            self._reconnecting = False
+        return True
+
+
+_broker_outage = OneLinePerBrokerOutage()
+for _consumer_logger in ("celery.worker.consumer.consumer", "celery.worker.consumer.connection"):
+    logging.getLogger(_consumer_logger).addFilter(_broker_outage)
 
 
 @task_prerun.connect

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = Path(os.environ.get("IMPO_TEST_LOG_DIR", tempfile.gettempdir())) / "impo-test-logs"
@@ -37,6 +38,19 @@ def wait_until(condition: Callable[[], object], *, timeout: float, interval: flo
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def settings_database_url(name: str | None = None) -> str:
+    """The URL of the database the test settings point at (this process's connection, `name` instead of its
+    database if given): every process a test starts uses the server the test itself reads."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    credentials = quote(database["USER"] or "", safe="")
+    if database["PASSWORD"]:
+        credentials += ":" + quote(database["PASSWORD"], safe="")
+    location = (database["HOST"] or "") + (f":{database['PORT']}" if database["PORT"] else "")
+    return f"postgres://{credentials}@{location}/{name or database['NAME']}"
 
 
 def port_open(port: int) -> bool:
@@ -204,7 +218,7 @@ class Stack:
     def __init__(self, *, database_name: str, double: RebyteDouble, redis_url: str, database_url: str | None = None):
         self.double = double
         self.env = {
-            "DATABASE_URL": database_url or f"postgres://postgres@127.0.0.1:5432/{database_name}",
+            "DATABASE_URL": database_url or settings_database_url(database_name),
             "REDIS_URL": redis_url,
             "IMPO_RUNTIME": "echo",
             "REBYTE_BASE_URL": double.api_url,
@@ -231,6 +245,8 @@ class Stack:
             # benchmarks); the tests of these limits lower them again.
             "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "1000000",
             "IMPO_LIMIT_ACTIVE_RUNS": "1000000",
+            # Every client of a test connects from loopback: one address for thousands of sockets.
+            "IMPO_WEB_CONNECTIONS_PER_ADDRESS": "1000000",
             # PostgreSQL's connections are shared by every test session on the machine (several run in parallel
             # under xdist): a test's web processes pool few, which the streams test shows is enough.
             "DATABASE_POOL_MAX_SIZE": "5",

@@ -1,4 +1,12 @@
-"""Liveness (`/health`) and readiness (`/ready`: every dependency answers)."""
+"""Liveness (`/health`) and readiness (`/ready`: every dependency answers, and the provider's state beside them).
+
+What fails readiness is what this web process needs to serve: the database, Redis, Temporal, and live workers of
+its queue. Workers are judged from their heartbeats in Redis, so when Redis cannot say (unreachable, or restarted
+less than a heartbeat's lifetime ago, its beats gone with it) they are "unknown", which does not fail readiness:
+they were alive the whole time of a Redis outage, and the outage itself fails the `redis` check. The provider's
+state (runs waiting out its backoff, read from PostgreSQL) is reported but never fails readiness: a load balancer
+taking web processes out during a provider outage would refuse the commands that queue until it ends.
+"""
 
 import asyncio
 
@@ -13,6 +21,8 @@ from impo import worker_liveness
 from impo.core.authentication import request_user
 from impo.core.error_codes import ErrorCode
 from impo.core.middleware import request_id_for
+from runtime.models import Run
+from runtime.services import claims as claim_rule
 
 READINESS_TIMEOUT_SECONDS = 2.0
 
@@ -21,10 +31,12 @@ def health(request):
     return JsonResponse({"status": "ok"})
 
 
-def _database_ready() -> str | None:
+def _probe_database() -> tuple[str | None, int | None]:
+    """(what is wrong with the database or None, queued runs waiting out a provider backoff or None if unknown)."""
     # A connection of its own, with a short timeout: the web process's pool would make a readiness probe
     # wait out its checkout timeout while PostgreSQL is down, and answer nothing in time.
     database = connection.settings_dict
+    backing_off, params = Run.objects.filter(claim_rule.backing_off()).values("id").query.sql_with_params()
     try:
         with psycopg.connect(
             dbname=database["NAME"],
@@ -34,10 +46,10 @@ def _database_ready() -> str | None:
             port=database["PORT"] or None,
             connect_timeout=max(1, int(READINESS_TIMEOUT_SECONDS)),
         ) as probe:
-            probe.execute("SELECT 1")
+            (count,) = probe.execute(f"SELECT count(*) FROM ({backing_off}) AS backing_off", params).fetchone()
     except psycopg.Error as exc:
-        return str(exc)
-    return None
+        return str(exc), None
+    return None, count
 
 
 def _redis_ready() -> str | None:
@@ -61,12 +73,18 @@ def _temporal_ready() -> str | None:
     return None
 
 
-def _workers_ready() -> str | None:
+def _workers_state() -> tuple[str, str | None]:
+    """("ok" | "failing" | "unknown", why not ok)."""
     try:
         alive = worker_liveness.alive_count()
+        if alive:
+            return "ok", None
+        restarted_ago = worker_liveness.redis_uptime_seconds()
     except redis.RedisError as exc:
-        return str(exc)
-    return None if alive else "no worker has sent a heartbeat recently"
+        return "unknown", f"heartbeats unreadable: {exc}"
+    if restarted_ago < worker_liveness.HEARTBEAT_TTL_SECONDS:
+        return "unknown", f"Redis restarted {restarted_ago} s ago, before the next heartbeats"
+    return "failing", "no worker has sent a heartbeat recently"
 
 
 def _staff(request) -> bool:
@@ -78,20 +96,23 @@ def _staff(request) -> bool:
 
 
 def ready(request):
+    database_problem, runs_backing_off = _probe_database()
+    workers_state, workers_problem = _workers_state()
     checks = {
-        "database": _database_ready(),
-        "redis": _redis_ready(),
-        "temporal": _temporal_ready(),
-        "workers": _workers_ready(),
+        "database": ("failing", database_problem) if database_problem else ("ok", None),
+        "redis": ("failing", problem) if (problem := _redis_ready()) else ("ok", None),
+        "temporal": ("failing", problem) if (problem := _temporal_ready()) else ("ok", None),
+        "workers": (workers_state, workers_problem),
     }
-    failing = {name: problem for name, problem in checks.items() if problem is not None}
+    failing = {name: problem for name, (state, problem) in checks.items() if state == "failing"}
+    detailed = _staff(request)
     body = {
         "status": "ready" if not failing else "unavailable",
-        "checks": {name: ("ok" if problem is None else "failing") for name, problem in checks.items()},
+        "checks": {name: state for name, (state, _) in checks.items()},
+        "provider": _provider(runs_backing_off, detailed),
     }
     if failing:
         # Exception text names hosts, ports and versions: only staff see it.
-        detailed = _staff(request)
         body["error"] = {
             "code": ErrorCode.NOT_READY,
             "message": (
@@ -103,3 +124,12 @@ def ready(request):
         }
         body["requestId"] = request_id_for(request)
     return JsonResponse(body, status=200 if not failing else 503)
+
+
+def _provider(runs_backing_off: int | None, detailed: bool) -> dict:
+    """The provider as the runs see it: "backing_off" while runs wait out its backoff after failures."""
+    if runs_backing_off is None:
+        state = "unknown"
+    else:
+        state = "backing_off" if runs_backing_off else "ok"
+    return {"state": state, "runsBackingOff": runs_backing_off} if detailed else {"state": state}

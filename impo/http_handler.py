@@ -1,7 +1,12 @@
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
+
+from impo.core.errors import ApplicationError, RequestTooLarge
+from impo.edge import BodyRefused, declared_length, read_bounded_body, refusal_headers
 
 # Threads kept for later requests; a burst above this (long streams, say) leaves only this many idle behind it.
 MAX_IDLE_THREADS = 32
@@ -21,6 +26,8 @@ class HttpHandler(ASGIHandler):
       context, inside this one, uses it (asgiref lets only the outermost context without an executor choose).
       Still one request per thread at a time; connections go back to the pool at each request's end, as with
       Django's own handler.
+    - The body is read within a deadline and a size bound, whatever its framing, and a chunked body's length is
+      what the request then says (impo/edge.py).
     """
 
     def __init__(self):
@@ -46,3 +53,34 @@ class HttpHandler(ASGIHandler):
 
     async def get_response_async(self, request):
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    async def handle(self, scope, receive, send):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        declared = declared_length(scope)
+        if declared is not None and declared > limit:
+            await _refuse(scope, send, RequestTooLarge(f"The request body exceeds {limit} bytes."))
+            return
+        try:
+            await super().handle(scope, receive, send)
+        except BodyRefused as refused:
+            await _refuse(scope, send, refused.refusal)
+
+    async def read_body(self, receive):
+        return await read_bounded_body(
+            receive, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE, seconds=settings.IMPO_WEB_BODY_SECONDS
+        )
+
+    def create_request(self, scope, body_file):
+        request, error_response = super().create_request(scope, body_file)
+        if request is not None and "CONTENT_LENGTH" not in request.META:
+            # A chunked body: DRF and Django's form parsers read a request without a length as empty.
+            body_file.seek(0, os.SEEK_END)
+            request.META["CONTENT_LENGTH"] = str(body_file.tell())
+            body_file.seek(0)
+        return request, error_response
+
+
+async def _refuse(scope, send, refusal: ApplicationError) -> None:
+    headers, body = refusal_headers(scope, refusal)
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "impo.core.authentication.BearerRequestsSkipCsrfMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -142,8 +143,16 @@ WHITENOISE_USE_FINDERS = True
 # Reread on change: on with DEBUG, and under `make run` (which runs with DEBUG off to show the project's pages).
 WHITENOISE_AUTOREFRESH = env.bool("IMPO_STATIC_AUTOREFRESH", default=DEBUG)
 
+# A refused CSRF check answers the API's envelope under /api/ and Django's page elsewhere.
+CSRF_FAILURE_VIEW = "runtime.http.web.csrf_failure"
+
 # ICA v1 caps JSON bodies at 64 KiB; Django refuses larger bodies before any parser sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+# The web port's deadlines and bounds (impo/edge.py, docs/edge.md): a request's headers and its body must arrive in
+# time (ICA v1: a body late by 15 s is 408), and one client address holds a bounded number of HTTP connections.
+IMPO_WEB_HEADER_SECONDS = env.float("IMPO_WEB_HEADER_SECONDS", default=10.0)
+IMPO_WEB_BODY_SECONDS = env.float("IMPO_WEB_BODY_SECONDS", default=15.0)
+IMPO_WEB_CONNECTIONS_PER_ADDRESS = env.int("IMPO_WEB_CONNECTIONS_PER_ADDRESS", default=256)
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
@@ -227,6 +236,9 @@ if _BROKER_SCHEME in ("redis", "rediss"):
 if _BROKER_SCHEME == "rediss":
     CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
 CELERY_TASK_ACKS_LATE = False
+# Cancels only late-acknowledged tasks when the broker is lost, and no task is: said so, Celery stops warning at
+# every broker loss that its default will change.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -334,6 +346,8 @@ IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
 IMPO_LIMIT_STREAMS = env.int("IMPO_LIMIT_STREAMS", default=20)
 IMPO_LIMIT_LOGIN_FAILURES = env.int("IMPO_LIMIT_LOGIN_FAILURES", default=5)
 IMPO_LIMIT_LOGIN_WINDOW_SECONDS = env.float("IMPO_LIMIT_LOGIN_WINDOW_SECONDS", default=15 * 60.0)
+# Failures from one address whatever the username: several users behind one NAT share it, so it is a higher bound.
+IMPO_LIMIT_LOGIN_FAILURES_PER_ADDRESS = env.int("IMPO_LIMIT_LOGIN_FAILURES_PER_ADDRESS", default=30)
 
 # Webhooks (docs/api.md "Webhooks"): how long one attempt may take, the capped exponential backoff (with jitter)
 # between attempts, and when a delivery is given up as failed (whichever of attempts or age comes first).

@@ -7,6 +7,7 @@ process (limits, subscribers and the live push are in Redis, everything else in 
 may serve any client. Settings come from the environment (docs/operations.md "Configuration").
 """
 
+import ipaddress
 import os
 
 from uvicorn.workers import UvicornWorker
@@ -21,7 +22,8 @@ _forwarded_allow_ips = os.environ.get("IMPO_WEB_FORWARDED_ALLOW_IPS", "")
 class ImpoUvicornWorker(UvicornWorker):
     CONFIG_KWARGS = {
         "loop": "uvloop",
-        "http": "httptools",
+        # httptools with the edge's header deadline and per-address connection cap (impo/edge.py).
+        "http": "impo.edge:EdgeHttpProtocol",
         "ws": "websockets-sansio",
         # Neither Django nor Channels has startup or shutdown work for the lifespan protocol.
         "lifespan": "off",
@@ -40,7 +42,8 @@ class ImpoUvicornWorker(UvicornWorker):
         install_on_web_server_loggers()
 
 
-bind = f"{os.environ.get('IMPO_WEB_HOST', '127.0.0.1')}:{os.environ.get('IMPO_WEB_PORT', '8000')}"
+_host = os.environ.get("IMPO_WEB_HOST", "127.0.0.1")
+bind = f"{_host}:{os.environ.get('IMPO_WEB_PORT', '8000')}"
 workers = int(os.environ.get("IMPO_WEB_PROCESSES", "2"))
 worker_class = "impo.web_server.ImpoUvicornWorker"
 forwarded_allow_ips = _forwarded_allow_ips or "127.0.0.1"
@@ -49,5 +52,32 @@ timeout = 30
 graceful_timeout = ImpoUvicornWorker.CONFIG_KWARGS["timeout_graceful_shutdown"] + 5
 # gunicorn's runtime control socket sits at one path per user: two servers on a machine would fight over it.
 control_socket_disable = True
+# An idle kept-alive connection is closed after this long; a fronting proxy keeps its own idle upstream connections
+# shorter (docs/edge.md).
+keepalive = int(os.environ.get("IMPO_WEB_KEEPALIVE_SECONDS", "5"))
 # Thousands of sockets connect at once after a network blip; the kernel queues them meanwhile.
 backlog = 4096
+
+
+def forwarded_addresses_warning(host: str, forwarded_allow_ips: str) -> str | None:
+    """What to tell an operator who serves beyond loopback without naming a proxy: behind one, every client then has
+    the proxy's address, and the login throttle and the connection cap treat them all as one."""
+    if forwarded_allow_ips:
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        if host == "localhost":
+            return None
+    return (
+        f"serving on {host} with IMPO_WEB_FORWARDED_ALLOW_IPS unset: behind a proxy every client has the proxy's "
+        "address (login throttling and the per-address connection cap count them as one); set it to the proxy's "
+        "address (docs/edge.md)"
+    )
+
+
+def when_ready(server):
+    warning = forwarded_addresses_warning(_host, _forwarded_allow_ips)
+    if warning:
+        server.log.warning(warning)

@@ -23,7 +23,7 @@ logger = logging.getLogger("impo.worker_host")
 
 # A worker that exits within this long of its start is failing to start (a broken setting, the broker refusing):
 # it is started again after a delay that doubles up to the cap, instead of at once in a tight loop.
-QUICK_EXIT_SECONDS = 30.0
+QUICK_EXIT_SECONDS = float(os.environ.get("IMPO_WORKER_QUICK_EXIT_SECONDS", "30"))
 RESTART_DELAY_CAP_SECONDS = 30.0
 POLL_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1
@@ -97,12 +97,19 @@ class _Slot:
         self.restart_at = now + self.restart_delay
 
 
+# Celery's worker-to-worker chatter, which Impo does not use (readiness has a heartbeat of its own, impo/celery.py;
+# nothing revokes or inspects tasks). Over Redis each of these logged ~150 traceback lines per worker process when
+# the broker went away (Celery's "Error on restarting Gossip"), burying the lines operators watch.
+WITHOUT_CHATTER = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+
+
 class WorkerHost:
     def __init__(self, processes: int, celery_options: list[str]):
         celery = os.path.join(os.path.dirname(sys.executable), "celery")
         name, options = split_node_name(celery_options)
+        quiet = [flag for flag in WITHOUT_CHATTER if flag not in options]
         self.slots = [
-            _Slot(number, [celery, "-A", "impo", "worker", "-n", slot_node_name(name, number), *options])
+            _Slot(number, [celery, "-A", "impo", "worker", "-n", slot_node_name(name, number), *options, *quiet])
             for number in range(processes)
         ]
         self.stopping = False

@@ -42,3 +42,8 @@ def stopped(worker_name: str) -> None:
 def alive_count() -> int:
     """Workers that beat within the TTL; raises redis.RedisError when Redis cannot say."""
     return _redis(settings.REDIS_URL).zcount(_key(), time.time(), "+inf")
+
+
+def redis_uptime_seconds() -> int:
+    """How long Redis has run: heartbeats sent before a restart are gone, and may not all have come again yet."""
+    return int(_redis(settings.REDIS_URL).info("server")["uptime_in_seconds"])

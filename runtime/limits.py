@@ -16,9 +16,20 @@ from django.utils import timezone
 
 from impo.core import limits
 from impo.core.errors import RateLimited
+from impo.core.outages import Condition
 from runtime.models import Submission
 
 logger = logging.getLogger(__name__)
+
+# Redis away: each logged once as it starts and once as it ends, not per request or socket (docs/edge.md).
+_unchecked_admissions = Condition(
+    logger, started="admission rate not checked, failing open", ended="admission rate checked again"
+)
+_uncounted_slots = Condition(
+    logger,
+    started="websocket and stream slots not counted, failing open",
+    ended="websocket and stream slots counted again",
+)
 
 ADMISSION_WINDOW_SECONDS = 60.0
 ADMISSION_LIMIT = "admissions"
@@ -60,8 +71,9 @@ def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
             ADMISSION_LIMIT, owner.pk, allowed=allowed, window_seconds=ADMISSION_WINDOW_SECONDS, member=member
         )
     except limits.LimitsUnavailable as exc:
-        logger.warning("admission rate not checked, failing open: %s", exc)
+        _unchecked_admissions.failed(exc)
         return None
+    _unchecked_admissions.succeeded()
     if outcome.retry_after is None:
         return AdmissionHit(owner.pk, member) if outcome.counted else None
     if Submission.objects.filter(owner=owner, client_message_id=client_message_id).exists():
@@ -96,12 +108,14 @@ class Slot:
 
     def acquire(self) -> bool:
         try:
-            return limits.acquire(
+            held = limits.acquire(
                 self.kind, self.owner_id, self.holder, allowed=self.allowed, ttl_seconds=SLOT_TTL_SECONDS
             )
         except limits.LimitsUnavailable as exc:
-            logger.warning("%s slot not counted, failing open: %s", self.kind, exc)
+            _uncounted_slots.failed(exc)
             return True
+        _uncounted_slots.succeeded()
+        return held
 
     def refresh(self) -> None:
         # Over the limit after a lapse (Redis was down) the holder keeps what it has: limits refuse new opens only.
@@ -121,7 +135,9 @@ def refresh_slots(slots: list[Slot]) -> None:
             [(slot.kind, slot.owner_id, slot.holder, slot.allowed) for slot in slots], ttl_seconds=SLOT_TTL_SECONDS
         )
     except limits.LimitsUnavailable as exc:
-        logger.warning("%d slots not refreshed: %s", len(slots), exc)
+        _uncounted_slots.failed(exc)
+    else:
+        _uncounted_slots.succeeded()
 
 
 def stream_slot(owner) -> Slot:

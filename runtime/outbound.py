@@ -15,9 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from celery import current_app
 from django.db import connection, transaction
 
+from impo.core.outages import Condition
 from runtime.models import Run
 
 logger = logging.getLogger(__name__)
+
+# Logged once when hints stop leaving (Redis or the broker away) and once when they leave again (docs/edge.md).
+_unsent_hints = Condition(
+    logger,
+    started="hints cannot be sent (the sweeper and readers recover them)",
+    ended="hints are sent again",
+)
 
 PUBLISH_TIMEOUT_SECONDS = 5.0
 # Hints waiting while Redis is slow or away; past this they are dropped (each is a hint, not the record).
@@ -168,8 +176,10 @@ class HintSender:
     async def _sent(sending) -> None:
         try:
             await sending
-        except Exception:
-            logger.warning("a hint was not sent (the sweeper or readers recover it)", exc_info=True)
+        except Exception as exc:
+            _unsent_hints.failed(exc)
+        else:
+            _unsent_hints.succeeded()
 
     def _running_loop(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue]:
         with self._lock:

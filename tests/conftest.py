@@ -2,6 +2,7 @@ import contextlib
 import subprocess
 import uuid
 
+import croniter  # noqa: F401  (imported before any test: its import asks `file` about the interpreter, a process)
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token

@@ -29,8 +29,14 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from impo.core import limits
 from impo.core.errors import WWW_AUTHENTICATE
+from impo.core.outages import Condition
 
 logger = logging.getLogger(__name__)
+
+# Redis away: logged once as it starts and once as it ends, not per request (docs/edge.md).
+_token_cache_away = Condition(
+    logger, started="token cache unavailable, reading the database", ended="token cache available again"
+)
 
 TOKEN_CACHE_SECONDS = 300
 # Longer than any revoking transaction takes between its first tombstone and its commit.
@@ -64,9 +70,11 @@ def user_for_token(key: str):
     try:
         cached = client.get(cache_key)
     except redis.RedisError as exc:
-        logger.warning("token cache unavailable, reading the database: %s", exc)
+        _token_cache_away.failed(exc)
         client = None
         cached = None
+    else:
+        _token_cache_away.succeeded()
     if cached and cached != _TOMBSTONE:
         values = json.loads(cached)
         return get_user_model().from_db("default", _CACHED_USER_FIELDS, [values[name] for name in _CACHED_USER_FIELDS])
@@ -156,3 +164,18 @@ class BearerTokenAuthentication(TokenAuthentication):
 
     def authenticate_header(self, request):
         return WWW_AUTHENTICATE
+
+
+class BearerRequestsSkipCsrfMiddleware:
+    """A request presenting `Authorization: Bearer` is authenticated by its token alone (`request_user`, DRF's
+    authentication order: never the session beside it), and a cross-site page cannot set that header without the
+    API's consent: the session's CSRF rules do not apply to it. Without this, a bearer request to a plain view (or
+    to no view) under /api/ was refused as a browser's (403 "CSRF cookie not set")."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if bearer_key(request.headers.get("Authorization", "")) is not None:
+            request._dont_enforce_csrf_checks = True  # CsrfViewMiddleware's own switch
+        return self.get_response(request)

@@ -70,17 +70,29 @@ class RateLimited(ApplicationError):
     code = ErrorCode.RATE_LIMITED
 
 
+class RequestTooLarge(ApplicationError):
+    code = ErrorCode.REQUEST_TOO_LARGE
+
+
+class RequestTimeout(ApplicationError):
+    """A request body that did not arrive in time (IMPO_WEB_BODY_SECONDS); the client may send it again."""
+
+    code = ErrorCode.REQUEST_TIMEOUT
+
+
 class ServiceUnavailable(ApplicationError):
     code = ErrorCode.SERVICE_UNAVAILABLE
 
 
 def error_body(request, code: ErrorCode, message: str, retryable: bool | None = None) -> dict:
     """The ICA error body; `retryable` is the code's unless this answer says otherwise."""
+    return error_envelope(request_id_for(request), code, message, retryable)
+
+
+def error_envelope(request_id: str, code: ErrorCode, message: str, retryable: bool | None = None) -> dict:
+    """The ICA error body; `error_body` for a Django request, this where there is none yet (the server's edge)."""
     retryable = code.retryable if retryable is None else retryable
-    return {
-        "error": {"code": code, "message": message, "retryable": retryable},
-        "requestId": request_id_for(request),
-    }
+    return {"error": {"code": code, "message": message, "retryable": retryable}, "requestId": request_id}
 
 
 def _validation_messages(detail, path: str = "") -> dict[str, str]:

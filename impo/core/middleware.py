@@ -10,6 +10,11 @@ def request_id_for(request) -> str:
     return getattr(request, "request_id", "") or ""
 
 
+def request_id_from(offered: str) -> str:
+    """The caller's `X-Request-Id` when acceptable, else a fresh id."""
+    return offered if _ACCEPTABLE_REQUEST_ID.match(offered) else str(uuid.uuid4())
+
+
 class RequestIdMiddleware:
     """Gives every request an id, echoed in `X-Request-Id` and in every ICA error body."""
 
@@ -17,8 +22,7 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        offered = request.headers.get("X-Request-Id", "")
-        request.request_id = offered if _ACCEPTABLE_REQUEST_ID.match(offered) else str(uuid.uuid4())
+        request.request_id = request_id_from(request.headers.get("X-Request-Id", ""))
         response = self.get_response(request)
         response["X-Request-Id"] = request.request_id
         return response

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
+from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from impo.core import errors
@@ -96,3 +97,10 @@ def bad_request(request, exception=None):
     if _is_api(request):
         return errors.json_bad_request(request, exception)
     return render(request, "400.html", status=400)
+
+
+def csrf_failure(request, reason=""):
+    """A refused unsafe request of a signed-in browser: the API's envelope under /api/, Django's page elsewhere."""
+    if _is_api(request):
+        return errors.json_csrf_failure(request, reason)
+    return django_csrf_failure(request, reason)

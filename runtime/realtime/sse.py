@@ -20,6 +20,7 @@ from django.http import StreamingHttpResponse
 from redis.exceptions import RedisError
 
 from impo.core.authentication import arequest_user
+from impo.core.error_codes import ErrorCode
 from impo.core.errors import ApplicationError, InvalidRequest, application_error_response, unauthorized
 from impo.core.views import parse_path_id
 from runtime import limits, selectors, subscribers
@@ -37,6 +38,8 @@ async def submission_stream(request, submission_id):
     if user is None:
         return unauthorized(request)
     try:
+        if request.method not in ("GET", "HEAD"):
+            raise ApplicationError("Method not allowed.", code=ErrorCode.METHOD_NOT_ALLOWED)
         if request.GET:
             raise InvalidRequest(f"{sorted(request.GET)[0]}: Unknown query parameter.")
         submission_id = parse_path_id("submission_id", submission_id)

@@ -1,15 +1,22 @@
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from impo import worker_liveness
 from impo.devstack import wait_until
+from runtime.models import Run
+from runtime.services.claims import claim_run, release_for_provider
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
+from tests.faults.instances import PrivateRedis
 
 pytestmark = pytest.mark.django_db
 
 UNREACHABLE_TEMPORAL = "127.0.0.1:1"
+UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
 
 
 def test_health_needs_no_authentication():
@@ -87,3 +94,54 @@ def test_staff_see_why_a_dependency_fails(settings):
     message = staff.get("/ready").json()["error"]["message"]
 
     assert message.startswith("temporal: ") and message != "temporal: "
+
+
+def test_workers_are_unknown_not_failing_while_redis_cannot_be_reached(settings):
+    settings.REDIS_URL = UNREACHABLE_REDIS
+
+    body = APIClient().get("/ready").json()
+
+    assert body["checks"]["redis"] == "failing"
+    assert body["checks"]["workers"] == "unknown"
+    assert "workers" not in body["error"]["message"]
+
+
+def test_workers_are_unknown_until_a_restarted_redis_could_have_their_heartbeats(settings):
+    fresh = PrivateRedis()  # as Redis just restarted: every heartbeat sent before is gone
+    try:
+        settings.REDIS_URL = fresh.url
+        first = APIClient().get("/ready").json()["checks"]
+
+        later = wait_until(
+            lambda: (checks := APIClient().get("/ready").json()["checks"])["workers"] != "unknown" and checks,
+            timeout=60,
+            what="the heartbeats' lifetime to pass",
+        )
+    finally:
+        fresh.stop()
+
+    assert (first["redis"], first["workers"]) == ("ok", "unknown")
+    assert later["workers"] == "failing"  # no worker of this queue beat since
+
+
+@pytest.mark.django_db(transaction=True)  # /ready reads on a connection of its own: the run must be committed
+def test_a_provider_backing_off_is_reported_and_does_not_fail_readiness(api, desk, settings, temporal_address):
+    settings.TEMPORAL_ADDRESS = temporal_address
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"impo-ready-{uuid.uuid4()}"
+    worker_liveness.beat("ready-test@here")  # a live worker of this queue, as far as its heartbeat says
+    receipt = api.post("/api/v1/conversation/messages", {"clientMessageId": "m-1", "text": "hi"}, format="json").json()
+    run = Run.objects.get(submission_id=receipt["submissionId"])
+    lease = claim_run(run.id, "worker-a")
+    release_for_provider(lease, cause="provider unavailable: 503")
+    Run.objects.filter(id=run.id).update(not_before=timezone.now() + timedelta(minutes=5))
+
+    anonymous = APIClient().get("/ready")
+    staff = desk.get("/ready")
+
+    assert anonymous.status_code == 200, anonymous.json()
+    assert anonymous.json()["provider"] == {"state": "backing_off"}
+    assert staff.json()["provider"] == {"state": "backing_off", "runsBackingOff": 1}
+
+
+def test_the_provider_is_ok_when_no_run_waits_for_it():
+    assert APIClient().get("/ready").json()["provider"] == {"state": "ok"}

@@ -31,6 +31,17 @@ def test_json_bodies_are_capped_at_64_kib():
     assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE == 65_536
 
 
+def test_a_body_late_by_15_seconds_is_a_timeout_as_ica_v1_says():
+    assert settings.IMPO_WEB_BODY_SECONDS == 15.0
+    assert settings.IMPO_WEB_HEADER_SECONDS == 10.0
+
+
+def test_the_web_server_speaks_http_through_the_edge_protocol():
+    from impo.web_server import ImpoUvicornWorker
+
+    assert ImpoUvicornWorker.CONFIG_KWARGS["http"] == "impo.edge:EdgeHttpProtocol"
+
+
 def test_the_channel_layer_waits_longer_on_redis_than_its_own_blocking_read():
     from channels_redis.core import RedisChannelLayer
 

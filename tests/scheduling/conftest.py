@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from impo.devstack import ServiceProcess, wait_until
+from impo.devstack import ServiceProcess, settings_database_url, wait_until
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,6 @@ class SchedulingWorker:
 @pytest.fixture(scope="module")
 def scheduling_worker(temporal_address, django_db_setup):
     """`manage.py temporal_worker` against the test database, on a task queue of its own."""
-    from django.db import connection
 
     from scheduling.worker import READY_LINE
 
@@ -34,7 +33,7 @@ def scheduling_worker(temporal_address, django_db_setup):
             "0.5",
         ],
         env={
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+            "DATABASE_URL": settings_database_url(),
             "TEMPORAL_ADDRESS": temporal_address,
             "TEMPORAL_TASK_QUEUE": task_queue,
         },

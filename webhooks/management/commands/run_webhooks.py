@@ -5,19 +5,26 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 
-from webhooks import services
+from webhooks import push_loop, services
 
 logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
-    help = "Turns new run events into webhook deliveries and re-wakes deliveries whose wake-up was lost."
+    help = (
+        "Turns new run events into webhook deliveries and re-wakes deliveries whose wake-up was lost; beside it,"
+        " sends runs' notifications by Web Push (webhooks/push_loop.py)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=settings.IMPO_WEBHOOK_POLL_SECONDS)
         parser.add_argument("--once", action="store_true", help="One pass, then exit.")
 
     def handle(self, *args, interval: float, once: bool, **options):
+        if once:
+            push_loop.pass_once()
+        else:
+            push_loop.start(interval)
         while True:
             try:
                 self._pass()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,7 +36,8 @@ def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expir
     signed in here)."""
     expires_at = datetime.fromtimestamp(expiration_ms / 1000, tz=UTC) if expiration_ms is not None else None
     with transaction.atomic(durable=True):
-        type(owner).objects.select_for_update().filter(pk=owner.pk).first()  # serialises the owner's registrations
+        # The owner's row serialises their registrations, so the cap holds (a session's user is a lazy object).
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         existing = PushSubscription.objects.select_for_update().filter(endpoint=endpoint).first()
         if existing is not None and existing.owner_id == owner.pk:
             existing.p256dh, existing.auth, existing.expires_at = p256dh, auth, expires_at

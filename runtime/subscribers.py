@@ -52,16 +52,29 @@ def refresh(submission_id, subscriber_id: str) -> None:
 
 def refresh_many(subscriptions) -> None:
     """Refreshes every (submission id, subscriber id) pair in one round trip: a process's sockets at once."""
-    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
     try:
-        with _redis().pipeline(transaction=False) as pipe:
-            for submission_id, subscriber_id in subscriptions:
-                key = _key(submission_id)
-                pipe.zadd(key, {subscriber_id: expires})
-                pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
-            pipe.execute()
+        _add_expiring([(_key(submission_id), subscriber_id) for submission_id, subscriber_id in subscriptions])
     except redis.RedisError as exc:
         logger.warning("could not refresh %d subscribers: %s", len(subscriptions), exc)
+
+
+def _add_expiring(entries: list[tuple[str, str]]) -> None:
+    """(key, member) pairs, each member's entry renewed for the TTL, in one round trip; raises RedisError."""
+    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
+    with _redis().pipeline(transaction=False) as pipe:
+        for key, member in entries:
+            pipe.zadd(key, {member: expires})
+            pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
+        pipe.execute()
+
+
+def _live_counts(keys: list[str]) -> list[int]:
+    """How many unexpired members each key has, in one round trip; raises RedisError."""
+    now = time.time()
+    with _redis().pipeline() as pipe:
+        for key in keys:
+            pipe.zcount(key, now, "+inf")
+        return pipe.execute()
 
 
 def remove(submission_id, subscriber_id: str) -> None:
@@ -75,12 +88,8 @@ def count(submission_ids) -> dict[str, int]:
     ids = [str(submission_id) for submission_id in submission_ids]
     if not ids:
         return {}
-    now = time.time()
     try:
-        with _redis().pipeline() as pipe:
-            for submission_id in ids:
-                pipe.zcount(_key(submission_id), now, "+inf")
-            counts = pipe.execute()
+        counts = _live_counts([_key(submission_id) for submission_id in ids])
     except redis.RedisError as exc:
         logger.warning("subscriber counts unavailable: %s", exc)
         return dict.fromkeys(ids, 0)
@@ -106,14 +115,8 @@ def refresh_visible_pages(pages) -> None:
     """(conversation id, socket id) pairs whose page is in view, refreshed in one round trip."""
     if not pages:
         return
-    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
     try:
-        with _redis().pipeline(transaction=False) as pipe:
-            for conversation_id, socket_id in pages:
-                key = _visible_key(conversation_id)
-                pipe.zadd(key, {socket_id: expires})
-                pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
-            pipe.execute()
+        _add_expiring([(_visible_key(conversation_id), socket_id) for conversation_id, socket_id in pages])
     except redis.RedisError as exc:
         logger.warning("could not mark %d pages visible: %s", len(pages), exc)
 
@@ -130,12 +133,8 @@ def conversations_in_view(conversation_ids) -> set[str]:
     ids = [str(conversation_id) for conversation_id in conversation_ids]
     if not ids:
         return set()
-    now = time.time()
     try:
-        with _redis().pipeline() as pipe:
-            for conversation_id in ids:
-                pipe.zcount(_visible_key(conversation_id), now, "+inf")
-            counts = pipe.execute()
+        counts = _live_counts([_visible_key(conversation_id) for conversation_id in ids])
     except redis.RedisError as exc:
         logger.warning("pages in view unavailable (notifying as if none were): %s", exc)
         return set()

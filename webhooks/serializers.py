@@ -111,6 +111,8 @@ class DeliveryListSerializer(serializers.Serializer):
 # --- Web Push --------------------------------------------------------------------------------------------
 
 _BASE64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
+# The last millisecond of year 9999: a later one is no date Python can hold.
+MAX_EXPIRATION_MS = 253402300799999
 
 
 class Base64UrlKeyField(CleanTextField):
@@ -155,7 +157,9 @@ class ExpirationTimeField(serializers.IntegerField):
     """`expirationTime` as the browser gives it: null, or milliseconds since the epoch (a JSON number)."""
 
     def __init__(self, **kwargs):
-        super().__init__(min_value=0, max_value=2**53, allow_null=True, required=False, default=None, **kwargs)
+        super().__init__(
+            min_value=0, max_value=MAX_EXPIRATION_MS, allow_null=True, required=False, default=None, **kwargs
+        )
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int | float) or data != int(data):

@@ -12,11 +12,17 @@ DATABASE ?= impo
 # not Django's debug pages listing every route), over plain HTTP on loopback, with a key kept in var/. Static
 # files are still served and reread when changed. `DJANGO_DEBUG=true make run` brings the debug pages back.
 RUN_ENV = DJANGO_DEBUG=$${DJANGO_DEBUG:-false} DJANGO_HTTPS=$${DJANGO_HTTPS:-false} IMPO_DEMO_USER_FORCE=true \
-	IMPO_STATIC_AUTOREFRESH=true DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$(cat var/secret_key)}"
+	IMPO_STATIC_AUTOREFRESH=true DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$(cat var/secret_key)}" \
+	IMPO_VAPID_PRIVATE_KEY="$${IMPO_VAPID_PRIVATE_KEY:-$$(cat var/vapid_private_key)}"
+# A VAPID key (Web Push, docs/notifications.md): base64url of a raw P-256 private key, made once like the secret key.
+NEW_VAPID_KEY = import base64; from cryptography.hazmat.primitives.asymmetric import ec; \
+	key = ec.generate_private_key(ec.SECP256R1()).private_numbers().private_value.to_bytes(32, "big"); \
+	print(base64.urlsafe_b64encode(key).rstrip(b"=").decode())
 
 run: install database
 	mkdir -p var
 	test -s var/secret_key || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > var/secret_key
+	test -s var/vapid_private_key || $(BIN)/python -c '$(NEW_VAPID_KEY)' > var/vapid_private_key
 	$(RUN_ENV) $(BIN)/python manage.py migrate --no-input
 	$(RUN_ENV) $(BIN)/python manage.py ensure_demo_user
 	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start

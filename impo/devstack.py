@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from tests.push_service import new_vapid_private_key
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = Path(os.environ.get("IMPO_TEST_LOG_DIR", tempfile.gettempdir())) / "impo-test-logs"
 VENV_BIN = Path(sys.executable).parent
@@ -237,6 +239,8 @@ class Stack:
             # with a receiver on its own machine would (docs/operations.md "Security").
             "IMPO_WEBHOOK_ALLOW_HTTP": "true",
             "IMPO_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32",
+            # Web Push: a VAPID key of the stack's own (tests/push_service.py checks pushes against it).
+            "IMPO_VAPID_PRIVATE_KEY": new_vapid_private_key(),
             # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.
             "DJANGO_DEBUG": "false",
             "DJANGO_HTTPS": "false",

@@ -188,6 +188,7 @@ SPECTACULAR_SETTINGS = {
         "EventTypeEnum": "runtime.models.EventType",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
         "ErrorCodeEnum": "impo.core.openapi.HTTP_CODE_CHOICES",
+        "NotificationKindEnum": "runtime.models.NotificationKind",
     },
 }
 
@@ -288,8 +289,9 @@ LOGGING = {
     "filters": {"secrets": {"()": "impo.core.log_redaction.SecretRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    # A line per provider request (hundreds a second from a busy worker) says nothing a span does not.
-    "loggers": {"httpx2": {"level": "WARNING"}},
+    # A line per provider request (hundreds a second from a busy worker) says nothing a span does not. httpx's line
+    # would also name a URL a user gave (a push endpoint is a capability: whoever holds it can wake the browser).
+    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 # Execution: leases fence workers; the sweeper re-wakes what the broker lost.
@@ -370,6 +372,17 @@ for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
         ipaddress.ip_network(_network)
     except ValueError as exc:
         raise ImproperlyConfigured(f"IMPO_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+# Web Push (docs/notifications.md, docs/design.md §10). The VAPID key (RFC 8292) signs every push: base64url of the raw
+# 32-byte P-256 private key (`make run` keeps one in var/vapid_private_key). Without it push is off: the API says
+# so and nothing is sent. The subject is the operator's contact a push service may use (mailto: or https:).
+# Attempts use the webhook settings above (timeout, backoff, attempts, age) and the same target rules.
+IMPO_VAPID_PRIVATE_KEY = env("IMPO_VAPID_PRIVATE_KEY", default="")
+IMPO_VAPID_SUBJECT = env("IMPO_VAPID_SUBJECT", default="mailto:operator@impo.invalid")
+# How long a push service keeps a message for a device that is offline (the `TTL` header).
+IMPO_PUSH_TTL_SECONDS = env.int("IMPO_PUSH_TTL_SECONDS", default=24 * 3600)
+IMPO_PUSH_SUBSCRIPTIONS_PER_USER = env.int("IMPO_PUSH_SUBSCRIPTIONS_PER_USER", default=20)
+# Pushes sent at once by the push loop (each holds a database connection while it claims and records).
+IMPO_PUSH_SENDERS = env.int("IMPO_PUSH_SENDERS", default=4)
 # `/metrics` (docs/operations.md "Traces and metrics"): a bearer token for the scraper (staff may always read it),
 # and the window over which claim latency is summarised.
 IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")

@@ -3,6 +3,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from impo.core import telemetry
 from impo.core.models import choice_constraint
@@ -201,6 +202,9 @@ class Run(models.Model):
     lease_generation = models.PositiveBigIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Whether the cancel came from the owner (their cancel, or their next message interrupting): the owner is not
+    # notified of what they did themselves, but is of a cancel by staff or by the provider (docs/design.md §10).
+    cancel_requested_by_owner = models.BooleanField(default=False)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
     error_retryable = models.BooleanField(default=False)
@@ -361,3 +365,42 @@ class StaffRunAction(models.Model):
 
     def __str__(self):
         return f"{self.kind} of run {self.run_id}: {self.outcome}"
+
+
+class NotificationKind(models.TextChoices):
+    """What a run's owner is told about (docs/design.md §10)."""
+
+    COMPLETED = "completed", "reply finished"
+    FAILED = "failed", "reply failed"
+    CANCELLED = "cancelled", "reply cancelled by someone else"
+    APPROVAL = "approval", "approval waiting"
+    RECONCILIATION = "reconciliation", "reply held for checking"
+
+
+class Notification(models.Model):
+    """The outbox of what a run's owner must hear about: written in the transaction that put the run in that state
+    (`services.lifecycle`), so a committed state always has its notification and a rolled-back one never does.
+
+    At most one per run and kind. The push sender (the webhooks app) reads these and marks each `dispatched_at` once
+    it has made the deliveries to the owner's devices; runtime never sends anything itself.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "kind"], name="runtime_one_notification_per_run_kind"),
+            models.CheckConstraint(condition=Q(kind__in=NotificationKind.values), name="runtime_notification_kind"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"], condition=Q(dispatched_at__isnull=True), name="runtime_notification_due"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.kind} notification of run {self.run_id}"

@@ -1,4 +1,5 @@
-"""Who is watching a submission right now, kept in Redis with expiring entries.
+"""Who is watching a submission right now, and which conversations have a page in view, kept in Redis with
+expiring entries.
 
 A subscriber that dies without unsubscribing simply stops refreshing and ages out, so the count
 never sticks at a value nobody is watching. The count is a courtesy, never a reason to fail: while
@@ -51,16 +52,29 @@ def refresh(submission_id, subscriber_id: str) -> None:
 
 def refresh_many(subscriptions) -> None:
     """Refreshes every (submission id, subscriber id) pair in one round trip: a process's sockets at once."""
-    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
     try:
-        with _redis().pipeline(transaction=False) as pipe:
-            for submission_id, subscriber_id in subscriptions:
-                key = _key(submission_id)
-                pipe.zadd(key, {subscriber_id: expires})
-                pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
-            pipe.execute()
+        _add_expiring([(_key(submission_id), subscriber_id) for submission_id, subscriber_id in subscriptions])
     except redis.RedisError as exc:
         logger.warning("could not refresh %d subscribers: %s", len(subscriptions), exc)
+
+
+def _add_expiring(entries: list[tuple[str, str]]) -> None:
+    """(key, member) pairs, each member's entry renewed for the TTL, in one round trip; raises RedisError."""
+    expires = time.time() + SUBSCRIPTION_TTL_SECONDS
+    with _redis().pipeline(transaction=False) as pipe:
+        for key, member in entries:
+            pipe.zadd(key, {member: expires})
+            pipe.expire(key, SUBSCRIPTION_TTL_SECONDS)
+        pipe.execute()
+
+
+def _live_counts(keys: list[str]) -> list[int]:
+    """How many unexpired members each key has, in one round trip; raises RedisError."""
+    now = time.time()
+    with _redis().pipeline() as pipe:
+        for key in keys:
+            pipe.zcount(key, now, "+inf")
+        return pipe.execute()
 
 
 def remove(submission_id, subscriber_id: str) -> None:
@@ -74,13 +88,54 @@ def count(submission_ids) -> dict[str, int]:
     ids = [str(submission_id) for submission_id in submission_ids]
     if not ids:
         return {}
-    now = time.time()
     try:
-        with _redis().pipeline() as pipe:
-            for submission_id in ids:
-                pipe.zcount(_key(submission_id), now, "+inf")
-            counts = pipe.execute()
+        counts = _live_counts([_key(submission_id) for submission_id in ids])
     except redis.RedisError as exc:
         logger.warning("subscriber counts unavailable: %s", exc)
         return dict.fromkeys(ids, 0)
     return dict(zip(ids, counts, strict=True))
+
+
+# --- pages in view ---------------------------------------------------------------------------------------
+# A conversation socket whose page reports itself visible (the web chat says so over its socket) is an owner
+# looking at the conversation: the push sender stays quiet for it (docs/design.md §10). Same expiry as above, so a page
+# whose process died stops counting; while Redis is unreachable no page counts as visible, and the owner is
+# notified rather than left unaware.
+
+
+def _visible_key(conversation_id) -> str:
+    return f"impo:visible:{conversation_id}"
+
+
+def show_page(conversation_id, socket_id: str) -> None:
+    refresh_visible_pages([(conversation_id, socket_id)])
+
+
+def refresh_visible_pages(pages) -> None:
+    """(conversation id, socket id) pairs whose page is in view, refreshed in one round trip."""
+    if not pages:
+        return
+    try:
+        _add_expiring([(_visible_key(conversation_id), socket_id) for conversation_id, socket_id in pages])
+    except redis.RedisError as exc:
+        logger.warning("could not mark %d pages visible: %s", len(pages), exc)
+
+
+def hide_page(conversation_id, socket_id: str) -> None:
+    try:
+        _redis().zrem(_visible_key(conversation_id), socket_id)
+    except redis.RedisError as exc:
+        logger.warning("could not mark a page of %s hidden (it ages out): %s", conversation_id, exc)
+
+
+def conversations_in_view(conversation_ids) -> set[str]:
+    """Those of the conversations with at least one page in view now; none while Redis is unreachable."""
+    ids = [str(conversation_id) for conversation_id in conversation_ids]
+    if not ids:
+        return set()
+    try:
+        counts = _live_counts([_visible_key(conversation_id) for conversation_id in ids])
+    except redis.RedisError as exc:
+        logger.warning("pages in view unavailable (notifying as if none were): %s", exc)
+        return set()
+    return {conversation_id for conversation_id, seen in zip(ids, counts, strict=True) if seen}

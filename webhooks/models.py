@@ -1,4 +1,5 @@
-"""Webhook endpoints (per user) and the durable outbox of their deliveries.
+"""Webhook endpoints (per user) and the durable outbox of their deliveries; Web Push subscriptions, notification
+preferences and the pushes made of runtime's notifications (docs/design.md §10).
 
 Deliveries are derived from runtime's event log, never produced by runtime itself: runtime does not know this
 app exists. A database trigger (migration 0001) notes each event of a webhook type in `PendingSourceEvent`
@@ -12,7 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from impo.core.models import choice_constraint
-from runtime.models import Event, EventType
+from runtime.models import Event, EventType, Notification, NotificationKind
 
 # Wired through in sql by the migration's trigger; the approval helper adds the last type to runtime's
 # EventType, so the name is spelled out here rather than read from it.
@@ -104,3 +105,93 @@ class WebhookDelivery(models.Model):
 
     def __str__(self):
         return f"delivery {self.id} ({self.status})"
+
+
+# --- Web Push ----------------------------------------------------------------------------------------------
+
+
+class PushSubscription(models.Model):
+    """One browser's push subscription (its `PushSubscription.toJSON()`), registered by its owner.
+
+    The endpoint is a capability URL of the browser's push service: whoever holds it (and our VAPID key) can wake
+    the browser, so it is never logged. One row per endpoint: a browser belongs to the account that registered it
+    last.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_subscriptions")
+    endpoint = models.URLField(max_length=2000, unique=True)
+    # base64url, unpadded: the browser's P-256 public key (65 bytes) and auth secret (16 bytes), RFC 8291.
+    p256dh = models.CharField(max_length=100)
+    auth = models.CharField(max_length=40)
+    # When the browser said the subscription ends (`expirationTime`), if it did.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "created_at"], name="webhooks_push_sub_owner")]
+
+    def __str__(self):
+        return f"push subscription {self.id}"
+
+
+class NotificationPreference(models.Model):
+    """The kinds of notification an owner turned off; every kind is on until turned off."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="notification_preference"
+    )
+    muted_kinds = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"notification preferences of {self.owner_id}"
+
+    def wants(self, kind: str) -> bool:
+        return kind not in self.muted_kinds
+
+
+class PushStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"  # the push service accepted it (2xx): never sent again
+    FAILED = "failed"
+
+
+class PushDelivery(models.Model):
+    """One notification for one subscription. Its id is the stable key of the push: every attempt carries the same
+    `Topic` (derived from the notification), so a repeat after a crash replaces, at the push service, the copy not
+    yet delivered; once one attempt was accepted the delivery is `sent` and never attempted again."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="+")
+    subscription = models.ForeignKey(PushSubscription, on_delete=models.CASCADE, related_name="deliveries")
+    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    # The message before encryption (kind, conversation name, start of the reply, where a click leads), fixed when
+    # the delivery is made; encrypted anew for every attempt (RFC 8291 takes a fresh key each time).
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=PushStatus.choices, default=PushStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # As for webhook deliveries: when the next attempt is due, pushed past a claimed attempt's own deadline.
+    next_attempt_at = models.DateTimeField()
+    scheduled_at = models.DateTimeField()
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "push deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["notification", "subscription"], name="webhooks_one_push_per_subscription"),
+            models.CheckConstraint(condition=Q(status__in=PushStatus.values), name="webhooks_push_status"),
+            models.CheckConstraint(
+                condition=~Q(status="sent") | Q(sent_at__isnull=False), name="webhooks_sent_has_time"
+            ),
+        ]
+        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(status="pending"), name="webhooks_push_due")]
+
+    def __str__(self):
+        return f"push {self.id} ({self.status})"

@@ -71,6 +71,12 @@ class ErrorCode(StrEnum):
     SCHEDULE_CHANGED = "schedule_changed", 409, False, "The scheduled task changed since this revision; reload it."
     SCHEDULE_LIMIT_REACHED = "schedule_limit_reached", 409, False, "The user has as many scheduled tasks as allowed."
     WEBHOOK_LIMIT_REACHED = "webhook_limit_reached", 409, False, "The user has as many webhook endpoints as allowed."
+    PUSH_SUBSCRIPTION_LIMIT_REACHED = (
+        "push_subscription_limit_reached",
+        409,
+        False,
+        "The user has as many push subscriptions (browsers) as allowed.",
+    )
     INVOCATION_EXPIRED = "invocation_expired", 410, False, "The device invocation passed its deadline."
     INVOCATION_CANCELLED = (
         "invocation_cancelled",

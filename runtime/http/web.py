@@ -1,10 +1,12 @@
 """The web chat: server-rendered shells; the page scripts talk to the same REST + websocket API."""
 
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseServerError
+from django.contrib.staticfiles import finders
+from django.http import Http404, HttpResponse, HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
 from django.views.csrf import csrf_failure as django_csrf_failure
@@ -22,6 +24,15 @@ _API_PREFIXES = ("/api/", "/health", "/ready", "/ws/")
 
 def _is_api(request) -> bool:
     return request.path.startswith(_API_PREFIXES)
+
+
+def push_worker(request):
+    """The Web Push service worker (runtime/static/runtime/push-worker.js), served from the site's root: a worker's
+    scope cannot be wider than the path it was served from. Revalidated on every load, so a new version is taken up."""
+    script = Path(finders.find("runtime/push-worker.js")).read_bytes()
+    response = HttpResponse(script, content_type="text/javascript")
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 @login_required

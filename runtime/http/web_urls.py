@@ -13,6 +13,8 @@ urlpatterns = [
     path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
     path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The push service worker, at the root so its scope covers every chat page (docs/notifications.md).
+    path("push-worker.js", web.push_worker, name="push-worker"),
     # Browsers ask for /favicon.ico on their own (the admin's pages, a JSON response opened in a tab).
     path("favicon.ico", RedirectView.as_view(url=static("runtime/favicon.svg"), permanent=True)),
 ]

@@ -47,6 +47,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     ended = False
     # Set once the client was told to reload: nothing more is sent on this socket.
     reloading = False
+    page_visible = False
 
     async def __call__(self, scope, receive, send):
         """Channels' consumer loop (`AsyncConsumer.__call__`), with the live push read by `_receive_live` and an
@@ -123,17 +124,29 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
         for submission_id in self.watched_submissions:
             await asyncio.to_thread(subscribers.remove, submission_id, self.subscriber_id)
+        if self.page_visible:
+            await asyncio.to_thread(subscribers.hide_page, self.conversation_id, self.subscriber_id)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        """Clients only listen (commands go through REST, where they are validated and made durable), but a frame
-        that is not JSON closes its own socket, without a traceback; the frame size is capped by the server."""
+        """Clients listen (commands go through REST, where they are validated and made durable) and say whether their
+        page is in view; a frame that is not JSON closes its own socket, without a traceback; the frame size is
+        capped by the server."""
         try:
             await super().receive(text_data, bytes_data, **kwargs)
         except (ValueError, RecursionError):
             await self.close(code=INVALID_PAYLOAD_CLOSE_CODE)
 
     async def receive_json(self, content, **kwargs):
-        """Nothing to do: see `receive`."""
+        """`{"type": "visibility", "visible": true|false}`: the page is in view or not (no push while it is, DESIGN
+        §10). Anything else is ignored: see `receive`."""
+        if not isinstance(content, dict) or content.get("type") != "visibility":
+            return
+        visible = content.get("visible")
+        if not isinstance(visible, bool) or visible == self.page_visible:
+            return
+        self.page_visible = visible
+        change = subscribers.show_page if visible else subscribers.hide_page
+        await asyncio.to_thread(change, self.conversation_id, self.subscriber_id)
 
     async def conversation_events(self, message):
         """The events of one write, in seq order: sent while each follows the last one sent (one already sent is

@@ -36,6 +36,7 @@ class WatchingSocket(Protocol):
     slot: limits.Slot
     subscriber_id: str
     watched_submissions: set[str]
+    page_visible: bool
 
     async def rejoin(self) -> None: ...
 
@@ -111,6 +112,8 @@ class CatchUpLoop:
             await asyncio.to_thread(subscribers.refresh_many, subscriptions)
         # A socket closed meanwhile has released its slot: refreshing it would hold the place again.
         open_sockets = [socket for socket in sockets if socket in self.sockets]
+        visible = [(socket.conversation_id, socket.subscriber_id) for socket in open_sockets if socket.page_visible]
+        await asyncio.to_thread(subscribers.refresh_visible_pages, visible)
         await asyncio.to_thread(limits.refresh_slots, [socket.slot for socket in open_sockets])
         await asyncio.gather(*(socket.renew_membership() for socket in open_sockets))
 

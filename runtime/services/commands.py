@@ -256,7 +256,7 @@ def _admit_by_policy(
         if {run_id for run_id, _ in unfinished} - {run.id for run in locked_runs}:
             raise _ConversationChanged
         for run in locked_runs:
-            lifecycle.cancel(run)
+            lifecycle.cancel(run, by_owner=True)
     receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=True)
     if receipt is None:
         _raise_refusal(outcome, active_run_cap)
@@ -319,4 +319,4 @@ def request_cancel(*, owner, submission_id) -> None:
         run = locks.lock_run(submission_id=submission_id, submission__owner=owner)
         if run is None:
             raise NotFound("No such submission.")
-        lifecycle.cancel(run)
+        lifecycle.cancel(run, by_owner=True)

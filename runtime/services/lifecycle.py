@@ -14,7 +14,17 @@ from django.utils import timezone
 
 from impo.core.error_codes import ErrorCode, RunError
 from runtime import outbound
-from runtime.models import Event, EventType, Message, MessageStatus, Run, RunState, StaffRunActionOutcome
+from runtime.models import (
+    Event,
+    EventType,
+    Message,
+    MessageStatus,
+    Notification,
+    NotificationKind,
+    Run,
+    RunState,
+    StaffRunActionOutcome,
+)
 from runtime.services.projection import project_events
 from tools import approvals as tool_approvals
 from tools import selectors as tool_selectors
@@ -88,6 +98,14 @@ def await_approval(run: "Run | FencedRun") -> None:
     run.attempts = max(0, run.attempts - 1)
     run.lease_owner = ""
     run.lease_expires_at = None
+    notify_owner(run, NotificationKind.APPROVAL)
+
+
+def notify_owner(run: Run, kind: str) -> None:
+    """Writes the run's notification of `kind` into the caller's transaction, the one that records the state it
+    tells of (docs/design.md §10): committed with it, or not at all. At most one per run and kind, however often the
+    state is reached (a second approval wait, a failure after a retry)."""
+    Notification.objects.bulk_create([Notification(run_id=run.id, kind=kind)], ignore_conflicts=True)
 
 
 def requeue_if_answered(run: Run) -> None:
@@ -116,6 +134,7 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     project_events(
         run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
     )
+    notify_owner(run, NotificationKind.RECONCILIATION)
     _wake_following(run)
 
 
@@ -167,6 +186,11 @@ _FINAL_EVENT = {
     RunState.FAILED: EventType.RUN_FAILED,
     RunState.CANCELLED: EventType.RUN_CANCELLED,
 }
+_FINAL_NOTIFICATION = {
+    RunState.COMPLETED: NotificationKind.COMPLETED,
+    RunState.FAILED: NotificationKind.FAILED,
+    RunState.CANCELLED: NotificationKind.CANCELLED,
+}
 _FINAL_MESSAGE_STATUS = {
     RunState.COMPLETED: MessageStatus.COMPLETED,
     RunState.FAILED: MessageStatus.FAILED,
@@ -200,6 +224,8 @@ def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     if error:
         payload["error"] = error.as_payload()
     project_events(run, [(_FINAL_EVENT[state], payload)])
+    if state != RunState.CANCELLED or not run.cancel_requested_by_owner:
+        notify_owner(run, _FINAL_NOTIFICATION[state])
     _wake_following(run)
 
 
@@ -216,19 +242,21 @@ def _wake_following(run: Run) -> None:
         outbound.wake_run(following)
 
 
-def cancel(run: Run) -> str:
+def cancel(run: Run, *, by_owner: bool) -> str:
     """Records a cancellation on a locked run; returns what became of it (a StaffRunActionOutcome).
 
     Its pending approvals are denied in the same transaction, under the run's lock taken first, so no answer can
     approve one of them meanwhile. A run whose input never left, or one parked for reconciliation, is cancelled on
     the spot (a parked run's creation intent stays for staff, and a remote turn found later is only recorded); a
-    queued one, or one parked on an approval, is woken so a worker relays the cancel to the provider."""
+    queued one, or one parked on an approval, is woken so a worker relays the cancel to the provider. `by_owner`: the
+    owner asked (their cancel, their next message interrupting), so they are not notified of it."""
     if run.is_terminal:
         return StaffRunActionOutcome.ALREADY_FINISHED
     if run.cancel_requested_at is not None:
         return StaffRunActionOutcome.ALREADY_REQUESTED
     now = timezone.now()
     run.cancel_requested_at = now
+    run.cancel_requested_by_owner = by_owner
     run.version += 1
     project_events(run, tool_approvals.deny_for_cancel(run))
     if run.state == RunState.PENDING_RECONCILIATION or (run.input_sent_at is None and run.state == RunState.QUEUED):

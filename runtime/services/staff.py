@@ -83,7 +83,7 @@ def staff_cancel_run(run_id, *, actor, batch: uuid.UUID) -> str:
     """Staff's cancel, the owner's own path (`request_cancel`) without the owner check; audited."""
     with transaction.atomic(durable=True):
         run = lock_run_for_staff(run_id)
-        outcome = lifecycle.cancel(run)
+        outcome = lifecycle.cancel(run, by_owner=False)
         _audit(run, actor=actor, batch=batch, kind=StaffRunActionKind.CANCEL, outcome=outcome)
         return outcome
 

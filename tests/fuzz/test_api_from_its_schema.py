@@ -49,7 +49,8 @@ EVERY_CHECK = (
 # - a scheduled task's `runAt` must lie in the future and its cron fields must form an expression that fires;
 # - a runs-page cursor is opaque: only one this endpoint returned decodes;
 # - an approval's edited `arguments` must fit the called tool's own schema, and only a denial has a `reason`;
-# - a webhook endpoint's `url` must be an http(s) URL a delivery can be sent to, without credentials in it.
+# - a webhook endpoint's `url` must be an http(s) URL a delivery can be sent to, without credentials in it;
+# - a push subscription's `endpoint` likewise, and its `keys` base64url of a P-256 point and a 16-byte secret.
 CONFIG_TEMPLATE = """
 [checks]
 {every_check}
@@ -72,6 +73,11 @@ checks.positive_data_acceptance.enabled = false
 [[operations]]
 include-path = ["/api/v1/webhooks/", "/api/v1/webhooks/{{endpoint_id}}/"]
 include-method = ["POST", "PATCH"]
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/api/v1/push-subscriptions/"
+include-method = "POST"
 checks.positive_data_acceptance.enabled = false
 """
 

@@ -571,6 +571,7 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${scheme}://${location.host}/ws/v1/conversations/${conversationId}/?after=${state.lastSeq}`);
     socket.addEventListener("open", () => {
+      window.dispatchEvent(new CustomEvent("impo:socket-open", { detail: socket })); // push.js reports visibility
       openedAt = Date.now();
       setConnection("live", "live");
       resendFailed();

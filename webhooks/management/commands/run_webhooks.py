@@ -3,17 +3,27 @@ import logging
 from django.conf import settings
 
 from impo.core.loops import PeriodicLoopCommand
-from webhooks import services
+from webhooks import push_loop, services
 
 logger = logging.getLogger(__name__)
 
 
 class Command(PeriodicLoopCommand):
-    help = "Turns new run events into webhook deliveries and re-wakes deliveries whose wake-up was lost."
+    help = (
+        "Turns new run events into webhook deliveries and re-wakes deliveries whose wake-up was lost; beside it,"
+        " sends runs' notifications by Web Push (webhooks/push_loop.py)."
+    )
     loop_name = "webhooks"
 
     def default_interval(self) -> float:
         return settings.IMPO_WEBHOOK_POLL_SECONDS
+
+    def handle(self, *args, interval: float, once: bool, **options):
+        if once:
+            push_loop.pass_once()
+        else:
+            push_loop.start(interval)
+        super().handle(*args, interval=interval, once=once, **options)
 
     def run_pass(self) -> None:
         collected = 0

@@ -1,0 +1,230 @@
+"""Write paths of Web Push (docs/design.md §10): subscriptions, preferences, runtime's notifications made into
+deliveries, and the attempts of each.
+
+Like webhook deliveries, a push is claimed in one durable transaction, sent outside any (`push.py`), and its outcome
+written in another, conditional on the attempt number. A delivery the push service accepted is `sent` and never
+claimed again; one whose sender died between claim and answer is due again once the claim's deadline passes, and
+its repeat carries the same `Topic`, so the push service keeps one copy.
+"""
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from impo.core.error_codes import ErrorCode
+from impo.core.errors import Conflict
+from runtime import subscribers
+from runtime.models import Notification
+from webhooks import selectors
+from webhooks.models import NotificationPreference, PushDelivery, PushStatus, PushSubscription
+from webhooks.services import attempt_deadline_seconds, backoff_seconds
+
+DISPATCH_BATCH = 200
+SEND_BATCH = 100
+ERROR_MAX = 2000
+
+# --- subscriptions and preferences ----------------------------------------------------------------------
+
+
+def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expiration_ms: int | None):
+    """Registers the browser's subscription; returns (subscription, created). The same endpoint again updates its
+    keys in place (idempotent); an endpoint registered by another account moves to this one (the browser is now
+    signed in here)."""
+    expires_at = datetime.fromtimestamp(expiration_ms / 1000, tz=UTC) if expiration_ms is not None else None
+    with transaction.atomic(durable=True):
+        # The owner's row serialises their registrations, so the cap holds (a session's user is a lazy object).
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        existing = PushSubscription.objects.select_for_update().filter(endpoint=endpoint).first()
+        if existing is not None and existing.owner_id == owner.pk:
+            existing.p256dh, existing.auth, existing.expires_at = p256dh, auth, expires_at
+            existing.save(update_fields=["p256dh", "auth", "expires_at", "updated_at"])
+            return existing, False
+        if PushSubscription.objects.filter(owner=owner).count() >= settings.IMPO_PUSH_SUBSCRIPTIONS_PER_USER:
+            raise Conflict(
+                f"At most {settings.IMPO_PUSH_SUBSCRIPTIONS_PER_USER} push subscriptions per account.",
+                code=ErrorCode.PUSH_SUBSCRIPTION_LIMIT_REACHED,
+            )
+        if existing is not None:
+            existing.delete()
+        subscription = PushSubscription.objects.create(
+            owner=owner, endpoint=endpoint, p256dh=p256dh, auth=auth, expires_at=expires_at
+        )
+        return subscription, True
+
+
+def delete_subscription(*, owner, subscription_id: uuid.UUID) -> None:
+    with transaction.atomic(durable=True):
+        selectors.push_subscription_for_owner(owner, subscription_id, lock=True).delete()
+
+
+def update_preferences(*, owner, kinds: dict[str, bool]) -> NotificationPreference:
+    """`kinds`: {kind: on}; a kind not named keeps its setting."""
+    with transaction.atomic(durable=True):
+        preference, _ = NotificationPreference.objects.select_for_update().get_or_create(owner=owner)
+        muted = set(preference.muted_kinds)
+        muted |= {kind for kind, on in kinds.items() if not on}
+        muted -= {kind for kind, on in kinds.items() if on}
+        preference.muted_kinds = sorted(muted)
+        preference.save()
+        return preference
+
+
+# --- dispatch: runtime's notifications become deliveries -------------------------------------------------
+
+
+def dispatch_notifications() -> int:
+    """Turns undispatched notifications into one delivery per subscription of their owner; returns how many
+    notifications were taken.
+
+    Skipped, and marked dispatched all the same: a kind the owner turned off, and a notification whose
+    conversation a page of the owner shows right now (someone looking needs no buzz; Redis unreachable counts as
+    nobody looking). A subscription hears of what happens after it was registered. SKIP LOCKED lets two loops
+    share the work; the unique (notification, subscription) pair makes a repeat a no-op.
+    """
+    with transaction.atomic(durable=True):
+        notifications = list(
+            Notification.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(dispatched_at__isnull=True)
+            .select_related("run__submission__conversation__task")
+            .order_by("created_at")[:DISPATCH_BATCH]
+        )
+        if not notifications:
+            return 0
+        owners = {notification.run.owner_id for notification in notifications}
+        muted = dict(NotificationPreference.objects.filter(owner_id__in=owners).values_list("owner_id", "muted_kinds"))
+        in_view = subscribers.conversations_in_view(
+            {notification.run.submission.conversation_id for notification in notifications}
+        )
+        subscriptions = list(PushSubscription.objects.select_for_update(no_key=True).filter(owner_id__in=owners))
+        now = timezone.now()
+        deliveries = []
+        for notification in notifications:
+            run = notification.run
+            if notification.kind in muted.get(run.owner_id, ()) or str(run.submission.conversation_id) in in_view:
+                continue
+            payload = selectors.push_payload(notification)
+            deliveries += [
+                PushDelivery(
+                    notification=notification,
+                    subscription=subscription,
+                    kind=notification.kind,
+                    payload=payload,
+                    next_attempt_at=now,
+                    scheduled_at=now,
+                )
+                for subscription in subscriptions
+                if subscription.owner_id == run.owner_id and subscription.created_at <= notification.created_at
+            ]
+        PushDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+        Notification.objects.filter(id__in=[notification.id for notification in notifications]).update(
+            dispatched_at=now
+        )
+        return len(notifications)
+
+
+# --- attempts --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushAttempt:
+    delivery_id: uuid.UUID
+    number: int
+    notification_id: uuid.UUID
+    kind: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    payload: dict
+
+
+def due_deliveries(limit: int = SEND_BATCH) -> list[uuid.UUID]:
+    return list(
+        PushDelivery.objects.filter(status=PushStatus.PENDING, next_attempt_at__lte=timezone.now())
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+def _exhausted(delivery: PushDelivery, now) -> bool:
+    too_old = now - delivery.scheduled_at >= timedelta(seconds=settings.IMPO_WEBHOOK_MAX_AGE_SECONDS)
+    return delivery.attempts >= settings.IMPO_WEBHOOK_MAX_ATTEMPTS or too_old
+
+
+def claim_attempt(delivery_id) -> PushAttempt | None:
+    """Takes a due delivery for one attempt, or None when it is not due, done, or another sender holds it."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        delivery = (
+            PushDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("subscription")
+            .filter(id=delivery_id, status=PushStatus.PENDING, next_attempt_at__lte=now)
+            .first()
+        )
+        if delivery is None:
+            return None
+        if _exhausted(delivery, now):
+            delivery.status = PushStatus.FAILED
+            delivery.save(update_fields=["status", "updated_at"])
+            return None
+        delivery.attempts += 1
+        delivery.last_attempt_at = now
+        delivery.next_attempt_at = now + timedelta(seconds=attempt_deadline_seconds())
+        delivery.save(update_fields=["attempts", "last_attempt_at", "next_attempt_at", "updated_at"])
+        subscription = delivery.subscription
+        return PushAttempt(
+            delivery_id=delivery.id,
+            number=delivery.attempts,
+            notification_id=delivery.notification_id,
+            kind=delivery.kind,
+            endpoint=subscription.endpoint,
+            p256dh=subscription.p256dh,
+            auth=subscription.auth,
+            payload=delivery.payload,
+        )
+
+
+def record_outcome(
+    attempt: PushAttempt,
+    *,
+    response_code: int | None,
+    error: str = "",
+    retry_after: float | None = None,
+    permanent: bool = False,
+) -> str | None:
+    """Writes what the push service answered; returns the delivery's status (None when the attempt was overtaken,
+    or its subscription removed).
+
+    2xx: sent. 404/410: the subscription is gone (RFC 8030 §7.3), so it is removed with its deliveries.
+    `permanent` (a refusal a repeat cannot change, such as a target now forbidden): failed. Anything else is tried
+    again after the capped backoff, or after the push service's `Retry-After` if that is longer (capped too).
+    """
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        delivery = (
+            PushDelivery.objects.select_for_update()
+            .select_related("subscription")
+            .filter(id=attempt.delivery_id, status=PushStatus.PENDING, attempts=attempt.number)
+            .first()
+        )
+        if delivery is None:
+            return None
+        if response_code in (404, 410):
+            delivery.subscription.delete()
+            return None
+        delivery.last_response_code = response_code
+        delivery.last_error = error[:ERROR_MAX]
+        if response_code is not None and 200 <= response_code < 300:
+            delivery.status = PushStatus.SENT
+            delivery.sent_at = now
+        elif permanent or _exhausted(delivery, now):
+            delivery.status = PushStatus.FAILED
+        else:
+            delay = max(backoff_seconds(delivery.attempts), retry_after or 0)
+            delivery.next_attempt_at = now + timedelta(seconds=min(delay, settings.IMPO_WEBHOOK_BACKOFF_CAP_SECONDS))
+        delivery.save()
+        return delivery.status

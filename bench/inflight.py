@@ -36,6 +36,8 @@ from bench.inflight_load import (
 from bench.inflight_streaming import streaming_turns
 from bench.worker_host import LEASE_SECONDS, start_host
 from impo.devstack import Stack, wait_until
+from impo.devtools import invariants
+from impo.devtools.records import Command, ConversationRecord, Figures
 
 
 def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) -> list[Figure]:
@@ -93,9 +95,6 @@ def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) 
 
 def killed_host(stack: Stack, owners: list, sizes: InflightSizes) -> list[Figure]:
     """Turns in flight on a host that is SIGKILLed; a fresh host and the sweeper take them over."""
-    from tests.chaos import invariants
-    from tests.chaos.runner import Command, ConversationRecord, Figures
-
     turns, seconds = sizes.killed_turns, sizes.slow_turn_seconds
     pace(stack, turn_seconds=seconds, deltas=seconds)
     first = start_host(stack)

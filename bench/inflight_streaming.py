@@ -21,6 +21,7 @@ from bench.inflight_load import (
 )
 from bench.worker_host import start_host
 from impo.devstack import Stack, start_web
+from impo.devtools.websocket import WebsocketConnection
 
 
 class DeltaTimes:
@@ -61,8 +62,6 @@ def watch_double(
 
 
 def watch_socket(url: str, times: DeltaTimes, ready: threading.Event, stop: threading.Event):
-    from tests.chaos.websocket import WebsocketConnection
-
     socket = WebsocketConnection(url)
     ready.set()
     try:

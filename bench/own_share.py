@@ -9,6 +9,7 @@ import uuid
 from bench.harness import Figure, median_and_p95
 from bench.worker_host import start_host
 from impo.devstack import Stack, start_web
+from impo.devtools.websocket import WebsocketConnection
 
 
 def watch_turn(stack: Stack, session_id: str, seen: dict, ready: threading.Event) -> None:
@@ -37,7 +38,6 @@ def measure(stack: Stack, user: tuple[int, str], samples: int) -> list[Figure]:
 
     from bench.stream import subscription_url
     from rebyte.models import RemoteSession
-    from tests.chaos.websocket import WebsocketConnection
 
     web, web_url = start_web(stack, processes=1, name="inflight-first-web")
     host = start_host(stack)

@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 
 from bench.harness import Figure, median_and_p95
 from impo.devstack import VENV_BIN, ServiceProcess, Stack, start_web, wait_until
-from tests.chaos.websocket import WebsocketConnection
+from impo.devtools.websocket import WebsocketConnection
 
 WARM_UP_SAMPLES = 10
 

@@ -5,8 +5,8 @@ client saw; drivers send until the window (IMPO_CHAOS_SECONDS) closes, retrying 
 would. A fault thread meanwhile, for the whole window: kills worker processes and whole worker hosts, arms the
 Rebyte double's fault knobs, redelivers Celery wake-ups, cuts client sockets, and on a schedule spread over the
 window restarts the stack's own PostgreSQL and Redis and kills web processes. The seed is fixed unless
-IMPO_CHAOS_SEED says otherwise, and printed. What happened is kept in plain records so the invariant checker can
-compare it with the database and the double afterwards.
+IMPO_CHAOS_SEED says otherwise, and printed. What happened is kept in plain records (impo/devtools/records.py) so
+the invariant checker (impo/devtools/invariants.py) can compare it with the database and the double afterwards.
 """
 
 import json
@@ -17,24 +17,27 @@ import signal
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import kombu.exceptions
 
 from impo.devstack import ServiceProcess, Stack, WorkerProcess, wait_until
-from tests.chaos.websocket import Closed, WebsocketConnection
+from impo.devtools.records import (
+    LIVENESS_BOUND_SECONDS,
+    SETTLED_STATES,
+    STALL_BOUND_SECONDS,
+    ChaosUser,
+    Command,
+    Connection,
+    ConversationRecord,
+    Figures,
+)
+from impo.devtools.websocket import Closed, WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
 
-SETTLED_STATES = {"completed", "failed", "cancelled", "pending_reconciliation"}
-# Liveness, stated: once the last fault is over, every accepted command settles within this bound (a lease,
-# a sweep, the provider backoff cap and the backlog two workers drain on a loaded machine); and at no time
-# do unsettled runs sit for this long without a single event anywhere (that would be every worker blocked).
-LIVENESS_BOUND_SECONDS = 90.0
-STALL_BOUND_SECONDS = 30.0
 DEFAULT_SEED = 35
 # The chaos hosts' threshold for a crash loop (30 s in production): kills come faster than that here.
 QUICK_EXIT_SECONDS = 5.0
@@ -102,43 +105,6 @@ class ChaosConfig:
         )
 
 
-@dataclass
-class ChaosUser:
-    id: int
-    token: str
-
-
-@dataclass
-class Command:
-    """One accepted client command, as the client knows it."""
-
-    client_message_id: str
-    text: str
-    submission_id: str
-    note_text: str | None = None  # set for a `save_note` tool command
-    cancel_requested: bool = False
-
-
-@dataclass
-class Connection:
-    after: int
-    seqs: list[int] = field(default_factory=list)
-
-
-@dataclass
-class ConversationRecord:
-    index: int
-    user: ChaosUser
-    kind: str  # "main_chat" | "task"
-    conversation_id: str | None = None
-    task_id: str | None = None
-    commands: list[Command] = field(default_factory=list)
-    connections: list[Connection] = field(default_factory=list)
-    seen: dict[int, dict] = field(default_factory=dict)  # seq -> first event received with it
-    duplicates_seen: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
 class SocketWatcher:
     """One client's view of a conversation over the websocket; reconnects when told to, from its last seq."""
 
@@ -203,44 +169,6 @@ class SocketWatcher:
 # Faults that an operator would call a fault (not a client's own resend, cancel or reconnect), for "settled after
 # the last fault".
 CLIENT_ACTIONS = {"client_resend", "client_cancel", "client_reconnect"}
-
-
-@dataclass
-class Figures:
-    scenarios: int = 0
-    commands: int = 0
-    faults: Counter = field(default_factory=Counter)
-    outcomes: Counter = field(default_factory=Counter)
-    violations: list[str] = field(default_factory=list)
-    settled_after_faults: float | None = None
-    longest_stall: float = 0.0
-
-    def provider_faults(self) -> int:
-        return sum(count for name, count in self.faults.items() if ":" in name)
-
-    def worker_kills(self) -> int:
-        return self.faults["worker_process_sigkill"] + self.faults["worker_host_sigkill"]
-
-    def summary(self, seed: int) -> str:
-        faults = ", ".join(f"{name}={count}" for name, count in sorted(self.faults.items())) or "none"
-        outcomes = ", ".join(f"{name}={count}" for name, count in sorted(self.outcomes.items()))
-        settled = "not measured" if self.settled_after_faults is None else f"{self.settled_after_faults:.1f} s"
-        lines = [
-            f"chaos seed={seed} (rerun with IMPO_CHAOS_SEED={seed})",
-            f"  scenarios (conversations): {self.scenarios}, commands accepted: {self.commands}",
-            f"  faults injected: {sum(self.faults.values())}: worker kills {self.worker_kills()} "
-            f"(processes {self.faults['worker_process_sigkill']}, hosts {self.faults['worker_host_sigkill']}), "
-            f"provider faults {self.provider_faults()}, Redis restarts {self.faults['redis_restart']}, "
-            f"PostgreSQL restarts {self.faults['postgres_restart']}, web kills {self.faults['web_sigkill']}",
-            f"    ({faults})",
-            f"  run outcomes: {outcomes}",
-            f"  liveness: settled {settled} after the last fault "
-            f"(bound {LIVENESS_BOUND_SECONDS:.0f} s); longest stretch without progress {self.longest_stall:.1f} s "
-            f"(bound {STALL_BOUND_SECONDS:.0f} s)",
-            f"  violations found: {len(self.violations)}",
-            *(f"    - {violation}" for violation in self.violations),
-        ]
-        return "\n".join(lines)
 
 
 @dataclass

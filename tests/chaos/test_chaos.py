@@ -15,8 +15,9 @@ from django.db import connection, connections
 from rest_framework.authtoken.models import Token
 
 from impo.devstack import REPO_ROOT, Stack, settings_database_url, start_web
-from tests.chaos.invariants import check_all
-from tests.chaos.runner import ChaosConfig, ChaosRun, ChaosUser, Services
+from impo.devtools.invariants import check_all
+from impo.devtools.records import ChaosUser
+from tests.chaos.runner import ChaosConfig, ChaosRun, Services
 from tests.factories import UserFactory
 from tests.faults.instances import PrivatePostgres, PrivateRedis
 

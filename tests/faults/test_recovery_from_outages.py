@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from impo.devstack import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
-from tests.chaos.websocket import WebsocketConnection
+from impo.devtools.websocket import WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
 
 SWEEP_SECONDS = 0.3

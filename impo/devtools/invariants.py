@@ -1,4 +1,5 @@
-"""Invariants checked after a chaos run, over the database, the double's state and what clients saw.
+"""Invariants checked after a chaos run (tests/chaos/), or after a benchmark's killed worker host (bench/inflight.py),
+over the database, the double's state and what clients saw.
 
 Each check returns human-readable violations instead of asserting, so one run reports all of them.
 """
@@ -6,14 +7,28 @@ Each check returns human-readable violations instead of asserting, so one run re
 import json
 import uuid
 from collections import Counter, defaultdict
+from typing import Protocol
 
 import httpx
 
-from tests.chaos.runner import SETTLED_STATES, ChaosRun, ConversationRecord
-from tests.chaos.websocket import Refused, WebsocketConnection
+from impo.devstack import Stack
+from impo.devtools.records import SETTLED_STATES, ChaosUser, ConversationRecord, Figures
+from impo.devtools.websocket import Refused, WebsocketConnection
 
 
-def check_all(chaos: ChaosRun) -> list[str]:
+class CheckedRun(Protocol):
+    """What the checks read of a run: its users and what their clients recorded, its figures (the checks count the
+    runs' outcomes into them), the stack it ran on, and the web server's addresses (for the cross-user probes)."""
+
+    users: list[ChaosUser]
+    records: list[ConversationRecord]
+    figures: Figures
+    stack: Stack
+    web_url: str
+    ws_base: str
+
+
+def check_all(chaos: CheckedRun) -> list[str]:
     double_state = chaos.stack.double.state()
     checks = [
         lambda: check_client_errors(chaos),
@@ -34,15 +49,15 @@ def check_all(chaos: ChaosRun) -> list[str]:
     return violations
 
 
-def _submission_ids(chaos: ChaosRun) -> list[str]:
+def _submission_ids(chaos: CheckedRun) -> list[str]:
     return [command.submission_id for record in chaos.records for command in record.commands]
 
 
-def check_client_errors(chaos: ChaosRun) -> list[str]:
+def check_client_errors(chaos: CheckedRun) -> list[str]:
     return [f"conversation {record.index}: {error}" for record in chaos.records for error in record.errors]
 
 
-def check_commands_settled(chaos: ChaosRun) -> list[str]:
+def check_commands_settled(chaos: CheckedRun) -> list[str]:
     """Every accepted command exists once, settled; and nothing was admitted that no client sent."""
     from runtime.models import Run, Submission
 
@@ -64,11 +79,11 @@ def check_commands_settled(chaos: ChaosRun) -> list[str]:
     return violations
 
 
-def _user_ids(chaos: ChaosRun) -> list[int]:
+def _user_ids(chaos: CheckedRun) -> list[int]:
     return [user.id for user in chaos.users]
 
 
-def check_remote_agents(chaos: ChaosRun, double_state: dict) -> list[str]:
+def check_remote_agents(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Exactly one remote agent per user who reached the provider, and it is the one Impo saved."""
     from rebyte.models import SavedAgent
 
@@ -88,7 +103,7 @@ def check_remote_agents(chaos: ChaosRun, double_state: dict) -> list[str]:
     return violations
 
 
-def check_remote_sessions(chaos: ChaosRun, double_state: dict) -> list[str]:
+def check_remote_sessions(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Every remote session is bound to exactly one local session; one current per conversation.
 
     More than one session per conversation is legal only as rotation, which leaves the older ones
@@ -126,7 +141,7 @@ def check_remote_sessions(chaos: ChaosRun, double_state: dict) -> list[str]:
     return violations
 
 
-def check_one_turn_per_run(chaos: ChaosRun, double_state: dict) -> list[str]:
+def check_one_turn_per_run(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Each run is bound to at most one remote turn, its own, and a completed run has one; no turn is
     bound to two runs."""
     from rebyte.models import RemoteTurn
@@ -148,7 +163,7 @@ def check_one_turn_per_run(chaos: ChaosRun, double_state: dict) -> list[str]:
     return violations
 
 
-def check_one_input_per_run_and_no_steering(chaos: ChaosRun, double_state: dict) -> list[str]:
+def check_one_input_per_run_and_no_steering(chaos: CheckedRun, double_state: dict) -> list[str]:
     """The provider received each run's input once (a first input at session creation, or one keyed
     message event, resends deduplicated), and never a message while a turn was active."""
     from runtime.models import Run
@@ -176,7 +191,7 @@ def check_one_input_per_run_and_no_steering(chaos: ChaosRun, double_state: dict)
     return violations
 
 
-def check_event_sequences(chaos: ChaosRun) -> list[str]:
+def check_event_sequences(chaos: CheckedRun) -> list[str]:
     from runtime.models import Conversation, Event
 
     violations = []
@@ -197,7 +212,7 @@ def expected_reply(command, note_id: str | None) -> str:
     return f"Tool save_note returned: {json.dumps(output, sort_keys=True, separators=(',', ':'))}"
 
 
-def check_assistant_text(chaos: ChaosRun) -> list[str]:
+def check_assistant_text(chaos: CheckedRun) -> list[str]:
     """The assistant message is the concatenation of its deltas; complete and exact when completed."""
     from runtime.models import Event, EventType, Run
     from tools.models import Note
@@ -229,7 +244,7 @@ def check_assistant_text(chaos: ChaosRun) -> list[str]:
     return violations
 
 
-def check_tool_side_effects(chaos: ChaosRun, double_state: dict) -> list[str]:
+def check_tool_side_effects(chaos: CheckedRun, double_state: dict) -> list[str]:
     """A transactional tool acted at most once per command, exactly once if its run completed; and
     the provider received one output per call, identical on every resubmission."""
     from runtime.models import Run
@@ -261,7 +276,7 @@ def check_tool_side_effects(chaos: ChaosRun, double_state: dict) -> list[str]:
     return violations
 
 
-def check_websocket_views(chaos: ChaosRun) -> list[str]:
+def check_websocket_views(chaos: CheckedRun) -> list[str]:
     """Each connection delivered a gapless, increasing run from its `after`; de-duplicated by seq,
     the client saw every event of its conversation once, exactly as the database has it."""
     from runtime import selectors
@@ -296,7 +311,7 @@ def _compact(seqs: list[int]) -> str:
     return str(seqs) if len(seqs) <= 20 else f"{seqs[:10]} … {seqs[-10:]}"
 
 
-def check_no_cross_user_visibility(chaos: ChaosRun) -> list[str]:
+def check_no_cross_user_visibility(chaos: CheckedRun) -> list[str]:
     """Another user's token gets a refused socket and 404s for every REST id of this user."""
     violations = []
     owners = {user.id: user for user in chaos.users}
@@ -311,7 +326,7 @@ def check_no_cross_user_visibility(chaos: ChaosRun) -> list[str]:
     return violations
 
 
-def _intrusions(chaos: ChaosRun, record: ConversationRecord, token: str) -> list[str]:
+def _intrusions(chaos: CheckedRun, record: ConversationRecord, token: str) -> list[str]:
     violations = []
     url = f"{chaos.ws_base}/ws/v1/conversations/{record.conversation_id}/?after=0&token={token}"
     try:

@@ -81,7 +81,7 @@ def main() -> None:
 
     django.setup()
     from impo.devstack import Stack, free_port
-    from tests.push_service import PushService, vapid_public_key_of
+    from impo.devtools.push_service import PushService, vapid_public_key_of
 
     # The sender needs no provider: the stack's environment only names one.
     stack = Stack(

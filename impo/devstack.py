@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.push_service import new_vapid_private_key
+from impo.devtools.push_service import new_vapid_private_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = Path(os.environ.get("IMPO_TEST_LOG_DIR", tempfile.gettempdir())) / "impo-test-logs"

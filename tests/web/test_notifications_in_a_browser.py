@@ -16,8 +16,8 @@ import pytest
 from django.db import connection
 
 from impo.devstack import free_port, wait_until
+from impo.devtools.push_service import PushService, vapid_public_key_of
 from runtime.models import Notification
-from tests.push_service import PushService, vapid_public_key_of
 from tests.web.conftest import log_in, send_and_wait
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"

@@ -14,10 +14,10 @@ from rest_framework.authtoken.models import Token
 
 from impo.asgi import application
 from impo.devstack import free_port, wait_until
+from impo.devtools.push_service import HANG, Browser, PushService, vapid_public_key_of
 from runtime.models import Notification, NotificationKind, RunState
 from tests.client import finished_run
 from tests.faults.instances import PrivateRedis
-from tests.push_service import HANG, Browser, PushService, vapid_public_key_of
 from webhooks.models import PushDelivery, PushStatus, PushSubscription
 
 PUSH_SERVICE_DOWN_SECONDS = 30

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from tests.push_service import Browser, new_vapid_private_key, vapid_public_key_of
+from impo.devtools.push_service import Browser, new_vapid_private_key, vapid_public_key_of
 from webhooks.models import PushSubscription
 
 pytestmark = pytest.mark.django_db

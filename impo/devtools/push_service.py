@@ -1,4 +1,4 @@
-"""A push service for tests: RFC 8030 over HTTP on a loopback port, with browsers' subscriptions of its own.
+"""A push service for tests and benches: RFC 8030 over HTTP on a loopback port, with browsers' subscriptions of its own.
 
 Written from the RFCs, independently of the sender's libraries: it checks each push's VAPID token (RFC 8292) against
 the server's public key it was given, decrypts each message (RFC 8291 over RFC 8188 `aes128gcm`) with the private

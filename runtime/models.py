@@ -44,9 +44,7 @@ class Conversation(models.Model):
                 fields=["owner"], condition=Q(kind="main_chat"), name="runtime_one_main_chat_per_owner"
             ),
             choice_constraint("kind", ConversationKind, "runtime_conversation_kind"),
-            models.CheckConstraint(
-                condition=Q(message_policy__in=MessagePolicy.values), name="runtime_conversation_message_policy"
-            ),
+            choice_constraint("message_policy", MessagePolicy, "runtime_conversation_message_policy"),
         ]
 
     def __str__(self):
@@ -357,9 +355,7 @@ class StaffRunAction(models.Model):
     class Meta:
         constraints = [
             choice_constraint("kind", StaffRunActionKind, "runtime_staff_action_kind"),
-            models.CheckConstraint(
-                condition=Q(outcome__in=StaffRunActionOutcome.values), name="runtime_staff_action_outcome"
-            ),
+            choice_constraint("outcome", StaffRunActionOutcome, "runtime_staff_action_outcome"),
         ]
         indexes = [models.Index(fields=["batch"], name="runtime_staff_action_batch")]
 
@@ -378,12 +374,9 @@ class NotificationKind(models.TextChoices):
 
 
 class Notification(models.Model):
-    """The outbox of what a run's owner must hear about: written in the transaction that put the run in that state
-    (`services.lifecycle`), so a committed state always has its notification and a rolled-back one never does.
-
-    At most one per run and kind. The push sender (the webhooks app) reads these and marks each `dispatched_at` once
-    it has made the deliveries to the owner's devices; runtime never sends anything itself.
-    """
+    """The outbox of what a run's owner must hear about, written in the transaction that put the run in that state
+    (`services.lifecycle`): a committed state always has its notification, a rolled-back one never does. At most one
+    per run and kind; the push sender (the webhooks app) marks each `dispatched_at` once it made the deliveries."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notifications")
@@ -394,7 +387,7 @@ class Notification(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "kind"], name="runtime_one_notification_per_run_kind"),
-            models.CheckConstraint(condition=Q(kind__in=NotificationKind.values), name="runtime_notification_kind"),
+            choice_constraint("kind", NotificationKind, "runtime_notification_kind"),
         ]
         indexes = [
             models.Index(

@@ -1,5 +1,7 @@
-"""Every row lock webhooks takes: pending source events, endpoints and deliveries (the global order, with every
-app's rows, is in docs/locking.md: user, then pending source event, then endpoint, then delivery).
+"""Every row lock webhooks takes: pending source events, endpoints and deliveries, and for Web Push runtime's
+notifications, subscriptions, preferences and push deliveries (the global order, with every app's rows, is in
+docs/locking.md: user, then pending source event, then endpoint, then delivery; for push: user, then notification,
+then subscription, then push delivery; a preference alone).
 
 FOR NO KEY UPDATE wherever the row is changed in place; FOR UPDATE only where it is deleted (an endpoint, a
 pending source event). The loops' batches skip what another transaction holds: the next pass finds it.
@@ -8,7 +10,17 @@ pending source event). The loops' batches skip what another transaction holds: t
 from django.db.models import Q
 
 from impo.core.errors import NotFound
-from webhooks.models import DeliveryStatus, PendingSourceEvent, WebhookDelivery, WebhookEndpoint
+from runtime.models import Notification
+from webhooks.models import (
+    DeliveryStatus,
+    NotificationPreference,
+    PendingSourceEvent,
+    PushDelivery,
+    PushStatus,
+    PushSubscription,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 
 def lock_endpoint_for_owner(owner, endpoint_id, *, to_delete: bool = False) -> WebhookEndpoint:
@@ -58,3 +70,59 @@ def lock_free_deliveries(condition: Q, *, order_by: str = "id", limit: int | Non
     deliveries = WebhookDelivery.objects.select_for_update(no_key=True, skip_locked=True).filter(condition)
     ids = deliveries.order_by(order_by).values_list("id", flat=True)
     return list(ids[:limit] if limit is not None else ids)
+
+
+# --- Web Push -------------------------------------------------------------------------------------------------
+
+
+def lock_subscription_by_endpoint(endpoint: str) -> PushSubscription | None:
+    """The subscription registered for this endpoint, if any, whoever owns it (FOR UPDATE: it may be deleted)."""
+    return PushSubscription.objects.select_for_update().filter(endpoint=endpoint).first()
+
+
+def lock_subscription_for_owner(owner, subscription_id) -> PushSubscription:
+    """The owner's subscription, to delete; another user's is not found, like a missing one."""
+    subscription = PushSubscription.objects.select_for_update().filter(id=subscription_id, owner=owner).first()
+    if subscription is None:
+        raise NotFound("No such push subscription.")
+    return subscription
+
+
+def lock_preference(owner) -> NotificationPreference:
+    """The owner's notification preference, made on first use."""
+    return NotificationPreference.objects.select_for_update().get_or_create(owner=owner)[0]
+
+
+def lock_undispatched_notifications(limit: int) -> list[Notification]:
+    """Up to `limit` of runtime's notifications not yet dispatched that no other loop holds, oldest first."""
+    return list(
+        Notification.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(dispatched_at__isnull=True)
+        .select_related("run__submission__conversation__task")
+        .order_by("created_at")[:limit]
+    )
+
+
+def lock_subscriptions_of(owner_ids) -> list[PushSubscription]:
+    """The owners' subscriptions, held so one removed meanwhile waits for the deliveries made to it."""
+    return list(PushSubscription.objects.select_for_update(no_key=True).filter(owner_id__in=owner_ids))
+
+
+def lock_due_push_delivery(delivery_id, *, now) -> PushDelivery | None:
+    """The push delivery with its subscription (not locked) if pending, due and no other sender holds it."""
+    return (
+        PushDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("subscription")
+        .filter(id=delivery_id, status=PushStatus.PENDING, next_attempt_at__lte=now)
+        .first()
+    )
+
+
+def lock_push_delivery_of_attempt(delivery_id, *, attempt: int) -> PushDelivery | None:
+    """The push delivery whose outcome this attempt records, unless a later attempt or a removal overtook it."""
+    return (
+        PushDelivery.objects.select_for_update()
+        .select_related("subscription")
+        .filter(id=delivery_id, status=PushStatus.PENDING, attempts=attempt)
+        .first()
+    )

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
 from impo.core.error_codes import ErrorCode
 from impo.core.errors import Conflict
+from runtime import locks as runtime_locks
 from runtime import subscribers
 from runtime.models import Notification
-from webhooks import selectors
+from webhooks import locks, selectors
 from webhooks.models import NotificationPreference, PushDelivery, PushStatus, PushSubscription
 from webhooks.services import attempt_deadline_seconds, backoff_seconds
 
@@ -37,9 +37,9 @@ def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expir
     signed in here)."""
     expires_at = datetime.fromtimestamp(expiration_ms / 1000, tz=UTC) if expiration_ms is not None else None
     with transaction.atomic(durable=True):
-        # The owner's row serialises their registrations, so the cap holds (a session's user is a lazy object).
-        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
-        existing = PushSubscription.objects.select_for_update().filter(endpoint=endpoint).first()
+        # The owner's row serialises their registrations, so the cap holds.
+        runtime_locks.lock_owner(owner)
+        existing = locks.lock_subscription_by_endpoint(endpoint)
         if existing is not None and existing.owner_id == owner.pk:
             existing.p256dh, existing.auth, existing.expires_at = p256dh, auth, expires_at
             existing.save(update_fields=["p256dh", "auth", "expires_at", "updated_at"])
@@ -59,13 +59,13 @@ def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expir
 
 def delete_subscription(*, owner, subscription_id: uuid.UUID) -> None:
     with transaction.atomic(durable=True):
-        selectors.push_subscription_for_owner(owner, subscription_id, lock=True).delete()
+        locks.lock_subscription_for_owner(owner, subscription_id).delete()
 
 
 def update_preferences(*, owner, kinds: dict[str, bool]) -> NotificationPreference:
     """`kinds`: {kind: on}; a kind not named keeps its setting."""
     with transaction.atomic(durable=True):
-        preference, _ = NotificationPreference.objects.select_for_update().get_or_create(owner=owner)
+        preference = locks.lock_preference(owner)
         muted = set(preference.muted_kinds)
         muted |= {kind for kind, on in kinds.items() if not on}
         muted -= {kind for kind, on in kinds.items() if on}
@@ -87,12 +87,7 @@ def dispatch_notifications() -> int:
     share the work; the unique (notification, subscription) pair makes a repeat a no-op.
     """
     with transaction.atomic(durable=True):
-        notifications = list(
-            Notification.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(dispatched_at__isnull=True)
-            .select_related("run__submission__conversation__task")
-            .order_by("created_at")[:DISPATCH_BATCH]
-        )
+        notifications = locks.lock_undispatched_notifications(DISPATCH_BATCH)
         if not notifications:
             return 0
         owners = {notification.run.owner_id for notification in notifications}
@@ -100,7 +95,7 @@ def dispatch_notifications() -> int:
         in_view = subscribers.conversations_in_view(
             {notification.run.submission.conversation_id for notification in notifications}
         )
-        subscriptions = list(PushSubscription.objects.select_for_update(no_key=True).filter(owner_id__in=owners))
+        subscriptions = locks.lock_subscriptions_of(owners)
         now = timezone.now()
         deliveries = []
         for notification in notifications:
@@ -159,12 +154,7 @@ def claim_attempt(delivery_id) -> PushAttempt | None:
     """Takes a due delivery for one attempt, or None when it is not due, done, or another sender holds it."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        delivery = (
-            PushDelivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("subscription")
-            .filter(id=delivery_id, status=PushStatus.PENDING, next_attempt_at__lte=now)
-            .first()
-        )
+        delivery = locks.lock_due_push_delivery(delivery_id, now=now)
         if delivery is None:
             return None
         if _exhausted(delivery, now):
@@ -205,12 +195,7 @@ def record_outcome(
     """
     now = timezone.now()
     with transaction.atomic(durable=True):
-        delivery = (
-            PushDelivery.objects.select_for_update()
-            .select_related("subscription")
-            .filter(id=attempt.delivery_id, status=PushStatus.PENDING, attempts=attempt.number)
-            .first()
-        )
+        delivery = locks.lock_push_delivery_of_attempt(attempt.delivery_id, attempt=attempt.number)
         if delivery is None:
             return None
         if response_code in (404, 410):

@@ -77,15 +77,6 @@ def push_subscriptions_for_owner(owner) -> list[PushSubscription]:
     return list(PushSubscription.objects.filter(owner=owner).order_by("created_at"))
 
 
-def push_subscription_for_owner(owner, subscription_id: uuid.UUID, *, lock: bool = False) -> PushSubscription:
-    """Another user's subscription is not found, like one that does not exist."""
-    subscriptions = PushSubscription.objects.filter(id=subscription_id, owner=owner)
-    subscription = (subscriptions.select_for_update() if lock else subscriptions).first()
-    if subscription is None:
-        raise NotFound("No such push subscription.")
-    return subscription
-
-
 def push_subscription_to_wire(subscription: PushSubscription) -> dict:
     """What the owner needs to list and remove a browser: never its keys. The endpoint is shown (it is the owner's
     own, and how a page tells its own browser's subscription from the others) but never logged."""

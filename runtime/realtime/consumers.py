@@ -137,8 +137,8 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=INVALID_PAYLOAD_CLOSE_CODE)
 
     async def receive_json(self, content, **kwargs):
-        """`{"type": "visibility", "visible": true|false}`: the page is in view or not (no push while it is, DESIGN
-        §10). Anything else is ignored: see `receive`."""
+        """`{"type": "visibility", "visible": true|false}`: the page is in view or not (no push while it is,
+        docs/design.md §10). Anything else is ignored: see `receive`."""
         if not isinstance(content, dict) or content.get("type") != "visibility":
             return
         visible = content.get("visible")

@@ -106,6 +106,7 @@ def test_workers_are_unknown_not_failing_while_redis_cannot_be_reached(settings)
     assert "workers" not in body["error"]["message"]
 
 
+@pytest.mark.processes
 def test_workers_are_unknown_until_a_restarted_redis_could_have_their_heartbeats(settings):
     fresh = PrivateRedis()  # as Redis just restarted: every heartbeat sent before is gone
     try:

@@ -7,9 +7,11 @@ import uuid
 import pytest
 from django.db import transaction
 
+from impo.core.error_codes import ErrorCode, RunError
 from runtime.models import Notification, NotificationKind, Run, RunState
-from runtime.services import claims, commands, lifecycle, staff
+from runtime.services import claims, commands, lifecycle
 from runtime.services.lifecycle import notify_owner
+from runtime.services.staff import staff_cancel_run, staff_fail_run
 from tools import services as tool_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +44,7 @@ def test_a_finish_that_rolls_back_leaves_no_notification(api):
     lease = claims.claim_run(run.id, "worker-a")
 
     with pytest.raises(RuntimeError), claims.fenced(lease) as locked:
-        lifecycle.finish_in_transaction(locked, RunState.FAILED, error=("boom", "it broke", False))
+        lifecycle.finish_in_transaction(locked, RunState.FAILED, error=RunError(ErrorCode.PROVIDER_ERROR, "it broke"))
         raise RuntimeError("the transaction fails after the state was set")
 
     assert Run.objects.get(id=run.id).state == RunState.RUNNING
@@ -54,7 +56,7 @@ def test_the_owners_own_cancel_is_not_notified_but_staffs_is(api, staff):
     commands.request_cancel(owner=owners.owner, submission_id=owners.submission_id)
     staffs = admitted_run(api, "second")
 
-    staff.staff_cancel_run(staffs.id, actor=staff, batch=uuid.uuid4())
+    staff_cancel_run(staffs.id, actor=staff, batch=uuid.uuid4())
 
     assert Run.objects.get(id=owners.id).state == RunState.CANCELLED
     assert kinds_of(owners) == []
@@ -69,7 +71,7 @@ def test_a_run_parked_for_reconciliation_then_failed_by_staff_is_notified_of_bot
         lifecycle.await_reconciliation(locked, reason="the provider's answer was lost")
 
     assert kinds_of(run) == [NotificationKind.RECONCILIATION]
-    assert staff.staff_fail_run(run.id, reason="checked: it never ran")
+    assert staff_fail_run(run.id, reason="checked: it never ran")
     assert kinds_of(run) == [NotificationKind.FAILED, NotificationKind.RECONCILIATION]
 
 

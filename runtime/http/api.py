@@ -11,8 +11,12 @@ from impo.core.views import IcaAPIView
 from runtime import limits, selectors
 from runtime.execution import retries
 from runtime.http.serializers import (
+    ConversationListQuerySerializer,
+    ConversationListSerializer,
     ConversationPageQuerySerializer,
     ConversationPageSerializer,
+    ConversationRenameSerializer,
+    ConversationSerializer,
     ConversationSettingsOutSerializer,
     ConversationSettingsSerializer,
     MessageCommandSerializer,
@@ -91,6 +95,40 @@ class MainChatConversationView(IcaAPIView):
             return Response(_settings_of(conversation.id, conversation.message_policy))
         commands.set_message_policy(conversation_id=conversation.id, policy=policy)
         return Response(_settings_of(conversation.id, policy))
+
+
+class ConversationsView(IcaAPIView):
+    query_serializer = ConversationListQuerySerializer
+
+    @extend_schema(
+        parameters=[ConversationListQuerySerializer],
+        responses=responses({200: ConversationListSerializer}, 400),
+        description="The owner's chats (Main Chat and every Task), newest activity first; with `query`, those"
+        " whose title or any message matches (PostgreSQL full-text search over the owner's own chats only).",
+    )
+    def get(self, request):
+        query = self.query
+        return Response(
+            selectors.conversations_for_owner(
+                request.user, query=query["query"], offset=query["offset"], limit=query["limit"]
+            )
+        )
+
+
+class ConversationView(IcaAPIView):
+    @extend_schema(responses=responses({200: ConversationSerializer}, 404))
+    def get(self, request, conversation_id: uuid.UUID):
+        return Response(selectors.conversation_for_owner(request.user, conversation_id))
+
+    @extend_schema(
+        request=ConversationRenameSerializer,
+        responses=responses({200: ConversationSerializer}, 404, *WRITE_ERRORS),
+        description="Renames the chat (a Task's title follows).",
+    )
+    def patch(self, request, conversation_id: uuid.UUID):
+        title = validated(ConversationRenameSerializer, request.data).validated_data["title"]
+        commands.rename_conversation(owner=request.user, conversation_id=conversation_id, title=title)
+        return Response(selectors.conversation_for_owner(request.user, conversation_id))
 
 
 class TasksView(IcaAPIView):

@@ -31,7 +31,7 @@ def main_chat(request):
         request,
         "chat/conversation.html",
         {
-            "title": "Main Chat",
+            "title": conversation.title or selectors.MAIN_CHAT_TITLE,
             "conversation_id": conversation.id,
             "history_url": "/api/v1/conversation",
             "send_url": "/api/v1/conversation/messages",

@@ -37,7 +37,7 @@ def test_take_the_screenshots(site, user):
             last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
             page.screenshot(path=OUT / f"chat-{width}-{theme}.png")
             page.goto("/tasks/")
-            page.locator("#side-tasks li").first.wait_for(state="attached")
+            page.locator("#side-chats li").first.wait_for(state="attached")
             page.screenshot(path=OUT / f"tasks-{width}-{theme}.png")
             page.goto("/schedules/")
             page.locator(".schedule").wait_for()

@@ -47,6 +47,8 @@ def _device_tool_timeout() -> float:
 registry.register(
     ToolDefinition(
         name="current_time",
+        title="Tell the time",
+        summary="Reads the current date and time, in your time zone unless another is named.",
         description="The current date and time, in the user's time zone unless another is given.",
         input_schema={
             "type": "object",
@@ -63,6 +65,8 @@ registry.register(
 registry.register(
     ToolDefinition(
         name="list_notes",
+        title="List your notes",
+        summary="Reads your most recent notes, newest first.",
         description="The user's most recent notes, newest first.",
         input_schema={
             "type": "object",
@@ -79,6 +83,8 @@ registry.register(
 registry.register(
     ToolDefinition(
         name="save_note",
+        title="Save a note",
+        summary="Saves a note to your account.",
         description="Saves a note for the user.",
         input_schema={
             "type": "object",
@@ -96,6 +102,8 @@ registry.register(
 registry.register(
     ToolDefinition(
         name="play_sound",
+        title="Play a sound",
+        summary="Plays a sound on this device, through its speakers.",
         description="Plays a sound on the user's device.",
         input_schema={
             "type": "object",

@@ -67,7 +67,7 @@ class ToolInvocation:
 @dataclass(frozen=True)
 class ToolDefinition:
     name: str
-    description: str
+    description: str  # for the model
     input_schema: dict
     side_effect: str
     contexts: frozenset[str]
@@ -82,6 +82,9 @@ class ToolDefinition:
     # `never`, `always`, or a callable deciding per call; None derives it: a person approves what acts
     # outside Impo and cannot simply be repeated (transactional or uncertain). IMPO_TOOL_APPROVAL overrides.
     approval: ApprovalPolicy | None = None
+    # For the person reading the chat's tool card: a short title ("Play a sound") and one line on what it does.
+    title: str = ""
+    summary: str = ""
 
     def __post_init__(self):
         if self.side_effect not in SideEffect.values:
@@ -142,6 +145,10 @@ class Registry:
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
+
+    def words_for_people(self) -> dict[str, dict]:
+        """Each tool's title and one-line summary, as the web chat's tool cards show them (by tool name)."""
+        return {name: {"title": tool.title, "summary": tool.summary} for name, tool in sorted(self._tools.items())}
 
     def catalog(self, context: str, *, device_tools: Iterable[str] = ()) -> list[ToolDefinition]:
         """The tools offered in `context`; device tools only when the run's device can run them."""

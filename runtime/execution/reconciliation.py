@@ -31,7 +31,7 @@ def settle_reconciliations(gateway: RebyteGateway) -> tuple[int, int]:
             intent = remote_turn.pending_intent
             bindings.wait_for_intent(remote_turn, None)
             if intent.state == IntentState.FAILED:
-                lifecycle.fail_parked_run(run, code="provider_rejected", message=intent.last_error)
+                lifecycle.fail_parked_run(run, code="provider_rejected", message=intent.last_error, retryable=False)
             else:
                 lifecycle.resume_parked_run(run)
                 resumed += 1

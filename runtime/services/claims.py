@@ -181,7 +181,7 @@ def _settle_never_claimable(run_id) -> bool:
     else:
         cause = run.error_message or "no cause recorded"
         message = f"gave up after {run.attempts} attempts; last: {cause}"
-        lifecycle.finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, False))
+        lifecycle.finish(run, RunState.FAILED, now=now, error=("max_attempts_exceeded", message, True))
     run.save()
     return True
 

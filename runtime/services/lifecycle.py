@@ -158,8 +158,8 @@ def resume_parked_run(run: Run) -> None:
     outbound.wake_run(run.id)
 
 
-def fail_parked_run(run: Run, *, code: str, message: str) -> None:
-    finish(run, RunState.FAILED, now=timezone.now(), error=(code, message, False))
+def fail_parked_run(run: Run, *, code: str, message: str, retryable: bool) -> None:
+    finish(run, RunState.FAILED, now=timezone.now(), error=(code, message, retryable))
     run.save()
 
 

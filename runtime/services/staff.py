@@ -41,7 +41,8 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
         run = locks.lock_run(id=run_id, state=RunState.PENDING_RECONCILIATION)
         if run is None:
             return False
-        lifecycle.fail_parked_run(run, code="failed_by_staff", message=reason)
+        # The owner may try again: support ended this attempt, not what was asked.
+        lifecycle.fail_parked_run(run, code="failed_by_staff", message=reason, retryable=True)
         return True
 
 

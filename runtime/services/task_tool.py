@@ -29,6 +29,8 @@ def create_task(call: ToolInvocation) -> dict:
 registry.register(
     ToolDefinition(
         name="create_task",
+        title="Start a task",
+        summary="Starts a background task that works on a goal in a chat of its own.",
         description="Starts a background Task that works on the prompt in its own conversation.",
         input_schema={
             "type": "object",

@@ -725,7 +725,7 @@
       drawChrome();
       return;
     }
-    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    if (!ImpoUi.enterSends(event)) return;
     event.preventDefault();
     send();
   });
@@ -756,6 +756,9 @@
     resendFailed();
   });
   window.addEventListener("offline", drawPending);
+
+  // The long placeholder tells keyboard users about Enter; on a phone it would be clipped, and Return breaks lines.
+  if (ImpoUi.isTouchOnly()) textarea.placeholder = "Message";
 
   (async function start() {
     if (isDevice) await ImpoDevice.register();

@@ -209,5 +209,18 @@
   }
   applyTheme();
 
-  window.ImpoUi = { sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
+  // --- the Enter key in a composer -------------------------------------------------------------------------
+  // With a keyboard, Enter sends and Shift+Enter breaks the line. On a touch screen the keyboard's Return is the
+  // only way to a new line, so it keeps doing that and the Send button sends.
+  const touchOnly = window.matchMedia("(pointer: coarse)");
+
+  function isTouchOnly() {
+    return touchOnly.matches;
+  }
+
+  function enterSends(event) {
+    return event.key === "Enter" && !event.shiftKey && !event.isComposing && !isTouchOnly();
+  }
+
+  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
 })();

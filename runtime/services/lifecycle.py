@@ -7,9 +7,11 @@ and project events, and only these functions change the run (the fenced transact
 Outside one the caller saves.
 """
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from runtime import outbound
@@ -17,6 +19,8 @@ from runtime.models import Event, EventType, Message, MessageStatus, Run, RunSta
 from runtime.services.projection import project_events
 from tools import selectors as tool_selectors
 from tools import services as tool_services
+
+logger = logging.getLogger(__name__)
 
 
 class FencedRun:
@@ -114,6 +118,7 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     run.error_code = "pending_reconciliation"
     run.error_message = reason
     run.error_retryable = True
+    _warn_once_committed(run.id, "parked for reconciliation", "pending_reconciliation")
     project_events(
         run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
     )
@@ -193,7 +198,15 @@ def finish(run: Run, state: str, *, now, error: tuple[str, str, bool] | None = N
     if error:
         payload["error"] = {"code": error[0], "message": error[1], "retryable": error[2]}
     project_events(run, [(_FINAL_EVENT[state], payload)])
+    if state == RunState.FAILED:
+        _warn_once_committed(run.id, "failed", run.error_code or "unknown")
     _wake_following(run)
+
+
+def _warn_once_committed(run_id, what: str, code: str) -> None:
+    """One WARNING line per run that failed or was parked, once its transaction holds: the run id and the error
+    code, which an operator searches for; never the message (provider or user text)."""
+    transaction.on_commit(lambda: logger.warning("run %s %s: %s", run_id, what, code))
 
 
 def _wake_following(run: Run) -> None:

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc for /api/docs/, served from here: no outside host
     "channels",
     "impo.apps.ImpoConfig",
     "runtime",
@@ -179,6 +180,11 @@ SPECTACULAR_SETTINGS = {
         "EventTypeEnum": "runtime.models.EventType",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
     },
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "runtime.realtime.stream_schema.add_submission_stream",
+    ],
 }
 
 # channels-redis waits for a consumer's next message with a blocking read of up to 5 s (BZPOPMIN); redis-py 8's

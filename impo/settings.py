@@ -278,8 +278,17 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # No token or Authorization value reaches a log (impo/log_redaction.py).
-    "filters": {"secrets": {"()": "impo.core.log_redaction.SecretRedaction"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
+    "filters": {
+        "secrets": {"()": "impo.core.log_redaction.SecretRedaction"},
+        "client_errors_at_info": {"()": "impo.core.log_levels.ClientErrorsAtInfo"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["secrets", "client_errors_at_info"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # A line per provider request (hundreds a second from a busy worker) says nothing a span does not.
     "loggers": {"httpx2": {"level": "WARNING"}},

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc for /api/docs/, served from here: no outside host
     "channels",
     "impo.apps.ImpoConfig",
     "runtime",
@@ -190,6 +191,11 @@ SPECTACULAR_SETTINGS = {
         "ErrorCodeEnum": "impo.core.openapi.HTTP_CODE_CHOICES",
         "NotificationKindEnum": "runtime.models.NotificationKind",
     },
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "runtime.realtime.stream_schema.add_submission_stream",
+    ],
 }
 
 # channels-redis waits for a consumer's next message with a blocking read of up to 5 s (BZPOPMIN); redis-py 8's
@@ -286,8 +292,17 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # No token or Authorization value reaches a log (impo/log_redaction.py).
-    "filters": {"secrets": {"()": "impo.core.log_redaction.SecretRedaction"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
+    "filters": {
+        "secrets": {"()": "impo.core.log_redaction.SecretRedaction"},
+        "client_errors_at_info": {"()": "impo.core.log_levels.ClientErrorsAtInfo"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["secrets", "client_errors_at_info"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # A line per provider request (hundreds a second from a busy worker) says nothing a span does not. httpx's line
     # would also name a URL a user gave (a push endpoint is a capability: whoever holds it can wake the browser).

@@ -1,6 +1,8 @@
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -46,6 +48,8 @@ class Conversation(models.Model):
             choice_constraint("kind", ConversationKind, "runtime_conversation_kind"),
             choice_constraint("message_policy", MessagePolicy, "runtime_conversation_message_policy"),
         ]
+        # Conversation search (runtime.selectors.conversations_for_owner) matches these very expressions.
+        indexes = [GinIndex(SearchVector("title", config="simple"), name="runtime_conversation_title_fts")]
 
     def __str__(self):
         return f"{self.get_kind_display()} {self.id} of {self.owner_id}"
@@ -99,6 +103,7 @@ class Message(models.Model):
             choice_constraint("role", MessageRole, "runtime_message_role"),
             choice_constraint("status", MessageStatus, "runtime_message_status"),
         ]
+        indexes = [GinIndex(SearchVector("text", config="simple"), name="runtime_message_text_fts")]
 
     def __str__(self):
         return f"{self.role} #{self.sequence}"

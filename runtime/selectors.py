@@ -1,15 +1,19 @@
 """Read paths of the runtime, shaped for the ICA v1 wire format. Every read is scoped to an owner."""
 
+import re
 import uuid
 
+from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection, transaction
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from impo.core.errors import NotFound
 from runtime import subscribers
 from runtime.models import (
     ACTIVE_RUN_STATES,
     Conversation,
+    ConversationKind,
     Event,
     EventType,
     Message,
@@ -162,9 +166,9 @@ def _message_to_wire(message: Message, tools: list[dict], run: tuple[str, dict |
     }
 
 
-def _latest_run(field: str):
+def _latest_run(field: str, conversation: str = "conversation"):
     return Subquery(
-        Run.objects.filter(submission__conversation=OuterRef("conversation")).order_by("-created_at").values(field)[:1]
+        Run.objects.filter(submission__conversation=OuterRef(conversation)).order_by("-created_at").values(field)[:1]
     )
 
 
@@ -204,6 +208,82 @@ def task_to_wire(task: Task) -> dict:
         "updatedAt": max(task.updated_at, task.latest_run_updated_at).isoformat(),
         "lastRunStartedAt": task.latest_run_started_at.isoformat() if task.latest_run_started_at else None,
         "lastRunCompletedAt": task.latest_run_finished_at.isoformat() if task.latest_run_finished_at else None,
+    }
+
+
+# Conversations are searched word by word, each word also as a prefix ("plan" finds "plants"), in the
+# language-neutral `simple` configuration: titles and messages are in whatever language their owner writes.
+# The vectors are the expressions the GIN indexes of migration 0010 are built on, so the index serves the match.
+SEARCH_CONFIG = "simple"
+SEARCH_WORDS_MAX = 8
+MAIN_CHAT_TITLE = "Main Chat"
+
+
+def title_vector():
+    return SearchVector("title", config=SEARCH_CONFIG)
+
+
+def message_text_vector():
+    return SearchVector("text", config=SEARCH_CONFIG)
+
+
+def search_query(query: str) -> SearchQuery | None:
+    """`to_tsquery` from the query's words only (never its operators), each a prefix, all required."""
+    words = re.findall(r"\w+", query.lower())[:SEARCH_WORDS_MAX]
+    if not words:
+        return None
+    return SearchQuery(" & ".join(f"{word}:*" for word in words), config=SEARCH_CONFIG, search_type="raw")
+
+
+def _conversations_with_activity(owner):
+    latest_message = Message.objects.filter(conversation=OuterRef("pk")).order_by("-sequence")
+    return Conversation.objects.filter(owner=owner).annotate(
+        last_activity_at=Coalesce(Subquery(latest_message.values("created_at")[:1]), F("created_at")),
+        latest_run_state=_latest_run("state", conversation="pk"),
+        task_id=F("task__id"),
+    )
+
+
+def conversations_for_owner(owner, *, query: str = "", offset: int = 0, limit: int = 30) -> dict:
+    """The owner's Main Chat and Tasks as chats, newest activity (last message) first; `query` keeps those whose
+    title or any message matches. Offset-paginated: `nextOffset` is null on the last page."""
+    conversations = _conversations_with_activity(owner)
+    search = search_query(query)
+    if query and search is None:
+        conversations = conversations.none()  # only punctuation: nothing can match
+    elif search is not None:
+        matching_message = Message.objects.annotate(vector=message_text_vector()).filter(
+            conversation=OuterRef("pk"), vector=search
+        )
+        conversations = conversations.annotate(title_search=title_vector()).filter(
+            Q(title_search=search) | Q(Exists(matching_message))
+        )
+    rows = list(conversations.order_by("-last_activity_at", "-created_at", "id")[offset : offset + limit + 1])
+    has_more = len(rows) > limit
+    return {
+        "conversations": [_conversation_to_wire(row) for row in rows[:limit]],
+        "nextOffset": offset + limit if has_more else None,
+    }
+
+
+def conversation_for_owner(owner, conversation_id: uuid.UUID) -> dict:
+    row = _conversations_with_activity(owner).filter(id=conversation_id).first()
+    if row is None:
+        raise NotFound("No such conversation.")
+    return _conversation_to_wire(row)
+
+
+def _conversation_to_wire(conversation: Conversation) -> dict:
+    is_main = conversation.kind == ConversationKind.MAIN_CHAT
+    state = conversation.latest_run_state
+    return {
+        "conversationId": str(conversation.id),
+        "kind": conversation.kind,
+        "title": conversation.title or (MAIN_CHAT_TITLE if is_main else ""),
+        "taskId": str(conversation.task_id) if conversation.task_id else None,
+        "status": _TASK_STATUS_BY_RUN_STATE[state] if state else None,
+        "createdAt": conversation.created_at.isoformat(),
+        "lastActivityAt": conversation.last_activity_at.isoformat(),
     }
 
 

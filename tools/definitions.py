@@ -17,6 +17,8 @@ TASK_PROMPT_MAX = 4000
 
 
 @tool(
+    title="Tell the time",
+    summary="Reads the current date and time, in your time zone unless another is named.",
     description="The current date and time, in the user's time zone unless another is given.",
     properties={"timeZone": {"type": "string", "minLength": 1, "maxLength": 64}},
     side_effect=SideEffect.READ,
@@ -33,6 +35,8 @@ def current_time(call: ToolInvocation) -> dict:
 
 
 @tool(
+    title="List your notes",
+    summary="Reads your most recent notes, newest first.",
     description="The user's most recent notes, newest first.",
     properties={"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
     side_effect=SideEffect.READ,
@@ -49,6 +53,8 @@ def list_notes(call: ToolInvocation) -> dict:
 
 
 @tool(
+    title="Save a note",
+    summary="Saves a note to your account.",
     description="Saves a note for the user.",
     properties={"text": {"type": "string", "minLength": 1, "maxLength": NOTE_MAX}},
     required=("text",),
@@ -70,6 +76,8 @@ def _device_tool_timeout() -> float:
 # Sound in the user's room, not repeatable: by a device tool's default a person approves each call.
 device_tool(
     name="play_sound",
+    title="Play a sound",
+    summary="Plays a sound on this device, through its speakers.",
     description="Plays a sound on the user's device.",
     properties={
         "sound": {"type": "string", "minLength": 1, "maxLength": 64},

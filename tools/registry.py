@@ -68,7 +68,7 @@ class ToolInvocation:
 @dataclass(frozen=True)
 class ToolDefinition:
     name: str
-    description: str
+    description: str  # for the model
     input_schema: dict
     side_effect: str
     contexts: frozenset[str]
@@ -83,6 +83,9 @@ class ToolDefinition:
     # `never`, `always`, or a callable deciding per call; None derives it: a person approves what acts
     # outside Impo and cannot simply be repeated (transactional or uncertain). IMPO_TOOL_APPROVAL overrides.
     approval: ApprovalPolicy | None = None
+    # For the person reading the chat's tool card: a short title ("Play a sound") and one line on what it does.
+    title: str = ""
+    summary: str = ""
 
     def __post_init__(self):
         if self.side_effect not in SideEffect.values:
@@ -144,6 +147,10 @@ class Registry:
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
 
+    def words_for_people(self) -> dict[str, dict]:
+        """Each tool's title and one-line summary, as the web chat's tool cards show them (by tool name)."""
+        return {name: {"title": tool.title, "summary": tool.summary} for name, tool in sorted(self._tools.items())}
+
     def catalog(self, context: str, *, device_tools: Iterable[str] = ()) -> list[ToolDefinition]:
         """The tools offered in `context`; device tools only when the run's device can run them."""
         available = set(device_tools)
@@ -175,6 +182,8 @@ def object_schema(properties: dict, *, required: tuple[str, ...] = (), strict: b
 
 def tool(
     *,
+    title: str,
+    summary: str,
     description: str,
     properties: dict,
     side_effect: str,
@@ -190,13 +199,16 @@ def tool(
 ) -> Callable[[Callable[[ToolInvocation], Any]], Callable[[ToolInvocation], Any]]:
     """Declares the decorated handler a server tool, named after it unless `name` is given, and registers it.
 
-    The agent reads `description` and calls it with an object of `properties` (`required` among them, no others
-    unless `strict` is off); the definition refuses what the registry forbids (see ToolDefinition)."""
+    The person reads `title` and `summary` on the chat's tool card; the agent reads `description` and calls it with
+    an object of `properties` (`required` among them, no others unless `strict` is off); the definition refuses what
+    the registry forbids (see ToolDefinition)."""
 
     def register(handler: Callable[[ToolInvocation], Any]) -> Callable[[ToolInvocation], Any]:
         registry.register(
             ToolDefinition(
                 name=name or handler.__name__,
+                title=title,
+                summary=summary,
                 description=description,
                 input_schema=object_schema(properties, required=required, strict=strict),
                 side_effect=side_effect,
@@ -217,6 +229,8 @@ def tool(
 def device_tool(
     *,
     name: str,
+    title: str,
+    summary: str,
     description: str,
     properties: dict,
     contexts: Iterable[str],
@@ -230,6 +244,8 @@ def device_tool(
     return registry.register(
         ToolDefinition(
             name=name,
+            title=title,
+            summary=summary,
             description=description,
             input_schema=object_schema(properties, required=required, strict=strict),
             side_effect=SideEffect.UNCERTAIN,

@@ -104,8 +104,8 @@ class ErrorCode(StrEnum):
     PROVIDER_REJECTED = "provider_rejected", None, False, "The provider refused to start the run's turn."
     PROVIDER_ERROR = "provider_error", None, False, "The provider refused a request the run needed."
     TURN_FAILED = "turn_failed", None, False, "The provider's turn failed without saying why."
-    MAX_ATTEMPTS_EXCEEDED = "max_attempts_exceeded", None, False, "The run failed on every attempt it was allowed."
-    FAILED_BY_STAFF = "failed_by_staff", None, False, "A staff member ended the run as failed."
+    MAX_ATTEMPTS_EXCEEDED = "max_attempts_exceeded", None, True, "The run failed on every attempt it was allowed."
+    FAILED_BY_STAFF = "failed_by_staff", None, True, "Support ended this attempt as failed; the owner may try again."
     PENDING_RECONCILIATION = (
         "pending_reconciliation",
         None,
@@ -180,7 +180,12 @@ class RunError:
 
     code: str  # an ErrorCode, or the provider's own code of a failed turn
     message: str
-    retryable: bool = False
+    # Whether trying the run again may help: the catalogued code's own flag unless given (a provider's code: no).
+    retryable: bool | None = None
+
+    def __post_init__(self):
+        if self.retryable is None:
+            object.__setattr__(self, "retryable", isinstance(self.code, ErrorCode) and bool(self.code.retryable))
 
     def as_payload(self) -> dict:
         return {"code": self.code, "message": self.message, "retryable": self.retryable}

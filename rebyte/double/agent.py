@@ -3,7 +3,8 @@
 It reads the last `input_text` part of the turn's input (earlier parts carry context) and, after trimming:
 - `/tool NAME [JSON object]` on every non-blank line: calls those functions (declared in the session's tools),
   waits for every result, then replies `Tool NAME returned: OUTPUT` (or `Tool NAME failed: ERROR`), one line each;
-- `/fail [message]`: the turn fails with code `internal_error`;
+- `/fail [message]`: the turn fails with code `internal_error` (the agent's own failure);
+- `/busy [message]`: the turn fails with code `server_overloaded` (a passing one; a real SessionTurnError code);
 - `/blocks`: two assistant messages, in Mandarin and with emoji;
 - `/slow T`: echoes T one character per delta, ten times slower than the configured pacing;
 - `/broken T`: echoes T, but cuts every live stream of the session after the first delta;
@@ -71,6 +72,9 @@ class EchoAgent:
             script = store.begin(turn).strip()
             if script == "/fail" or script.startswith("/fail "):
                 store.fail(turn, "internal_error", script.removeprefix("/fail").strip() or "Asked to fail")
+                return
+            if script == "/busy" or script.startswith("/busy "):
+                store.fail(turn, "server_overloaded", script.removeprefix("/busy").strip() or "Asked to be busy")
                 return
             if script == "/blocks":
                 for block in TWO_BLOCKS:

@@ -24,6 +24,21 @@ from runtime.services import lifecycle, projection
 
 logger = logging.getLogger(__name__)
 
+# The provider's turn failures (SessionTurnError.code in the `openai` SDK) that a new attempt can get past: the
+# service was busy, unreachable or slow. The others (a refused or blocked request, a spent budget, a conversation
+# too long, the agent's own failure) fail the same way again, so the run's error says it is not retryable and the
+# chat offers no "Try again".
+RETRYABLE_TURN_ERRORS = frozenset(
+    {
+        "rate_limit_exceeded",
+        "flex_unavailable",
+        "server_overloaded",
+        "connection_failed",
+        "server_error",
+        "request_timeout",
+        "sandbox_error",
+    }
+)
 TERMINAL_TURN_STATES = {"completed": RunState.COMPLETED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
 # Live events after which the truth is read at once rather than at the next quiet moment. (A new turn is bound
 # from its own `turn.created` event; an item's end is one only if it is not the user's input, see _asks_for_truth.)
@@ -134,7 +149,8 @@ class Following:
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
             failure = turn.error or RunError(ErrorCode.TURN_FAILED, "")  # a failed turn's own code passes through
-            error = RunError(failure.code, failure.message) if state == RunState.FAILED else None
+            retryable = failure.code in RETRYABLE_TURN_ERRORS
+            error = RunError(failure.code, failure.message, retryable) if state == RunState.FAILED else None
 
             def finish(run: lifecycle.FencedRun) -> None:
                 if state == RunState.COMPLETED:

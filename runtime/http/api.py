@@ -2,7 +2,7 @@
 
 import uuid
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
 from impo.core.error_codes import ErrorCode
@@ -12,8 +12,12 @@ from impo.core.views import IcaAPIView
 from runtime import limits, selectors
 from runtime.execution import retries
 from runtime.http.serializers import (
+    ConversationListQuerySerializer,
+    ConversationListSerializer,
     ConversationPageQuerySerializer,
     ConversationPageSerializer,
+    ConversationRenameSerializer,
+    ConversationSerializer,
     ConversationSettingsOutSerializer,
     ConversationSettingsSerializer,
     MessageCommandSerializer,
@@ -28,6 +32,48 @@ from runtime.http.serializers import (
 from runtime.services import admission, commands
 from tools.selectors import approval_to_wire
 from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
+
+# Examples of the main bodies, as the API docs page (/api/docs/) shows them.
+MESSAGE_EXAMPLES = [
+    OpenApiExample(
+        "A message",
+        request_only=True,
+        value={
+            "clientMessageId": "3f0c6a52-2f7e-4c8e-9a51-0d1f6c1e2b7a",
+            "text": "What is on my list for today?",
+            "clientContext": {"timeZone": "Europe/Berlin", "currentDate": "2026-12-06T09:30:00+01:00"},
+        },
+    ),
+    OpenApiExample(
+        "Its receipt",
+        response_only=True,
+        status_codes=["202"],
+        value={
+            "messageId": "9b2d7c1e-5a43-4f0e-8f61-2c7d9e0a4b15",
+            "submissionId": "c41f0e8a-7b2d-4e65-9a13-5f8d2b6c0e97",
+        },
+    ),
+]
+TASK_EXAMPLES = [
+    OpenApiExample(
+        "A task",
+        request_only=True,
+        value={"clientMessageId": "8e1d2c3b-4a5f-4e6d-9c7b-1a2b3c4d5e6f", "text": "Sort the holiday photos by place"},
+    )
+]
+RENAME_EXAMPLES = [OpenApiExample("A new title", request_only=True, value={"title": "Holiday photos"})]
+APPROVAL_EXAMPLES = [
+    OpenApiExample(
+        "Approve",
+        request_only=True,
+        value={"decision": "approve", "clientDecisionId": "5d6e7f80-1a2b-4c3d-8e9f-0a1b2c3d4e5f"},
+    ),
+    OpenApiExample(
+        "Deny, with a reason the agent reads",
+        request_only=True,
+        value={"decision": "deny", "reason": "Not now.", "clientDecisionId": "6e7f8091-2b3c-4d4e-9f0a-1b2c3d4e5f60"},
+    ),
+]
 
 # Commands that start a run are limited per user (429 rate_limited with Retry-After).
 ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
@@ -56,6 +102,7 @@ def _page_of(conversation, query: dict) -> dict:
 
 class MainChatMessagesView(IcaAPIView):
     @extend_schema(
+        examples=MESSAGE_EXAMPLES,
         request=MessageCommandSerializer,
         responses=responses(
             {202: MessageReceiptSerializer},
@@ -100,12 +147,49 @@ class MainChatConversationView(IcaAPIView):
         return Response(_settings_of(conversation.id, policy))
 
 
+class ConversationsView(IcaAPIView):
+    query_serializer = ConversationListQuerySerializer
+
+    @extend_schema(
+        operation_id="v1_conversations_list",
+        parameters=[ConversationListQuerySerializer],
+        responses=responses({200: ConversationListSerializer}, 400),
+        description="The owner's chats (Main Chat and every Task), newest activity first; with `query`, those"
+        " whose title or any message matches (PostgreSQL full-text search over the owner's own chats only).",
+    )
+    def get(self, request):
+        query = self.query
+        return Response(
+            selectors.conversations_for_owner(
+                request.user, query=query["query"], offset=query["offset"], limit=query["limit"]
+            )
+        )
+
+
+class ConversationView(IcaAPIView):
+    @extend_schema(operation_id="v1_conversations_retrieve", responses=responses({200: ConversationSerializer}, 404))
+    def get(self, request, conversation_id: uuid.UUID):
+        return Response(selectors.conversation_for_owner(request.user, conversation_id))
+
+    @extend_schema(
+        examples=RENAME_EXAMPLES,
+        request=ConversationRenameSerializer,
+        responses=responses({200: ConversationSerializer}, 404, *WRITE_ERRORS),
+        description="Renames the chat (a Task's title follows).",
+    )
+    def patch(self, request, conversation_id: uuid.UUID):
+        title = validated(ConversationRenameSerializer, request.data).validated_data["title"]
+        commands.rename_conversation(owner=request.user, conversation_id=conversation_id, title=title)
+        return Response(selectors.conversation_for_owner(request.user, conversation_id))
+
+
 class TasksView(IcaAPIView):
     @extend_schema(responses=responses({200: TaskListSerializer}))
     def get(self, request):
         return Response({"tasks": [selectors.task_to_wire(task) for task in selectors.tasks_for_owner(request.user)]})
 
     @extend_schema(
+        examples=TASK_EXAMPLES,
         request=TaskCreateSerializer,
         responses=responses({202: TaskReceiptSerializer}, ErrorCode.IDEMPOTENCY_CONFLICT, *ADMISSION_ERRORS),
     )
@@ -217,6 +301,7 @@ class ToolCallApprovalView(IcaAPIView):
     """Approve, deny or edit a call waiting for its owner (docs/api.md "Tool approval"); any device, any time."""
 
     @extend_schema(
+        examples=APPROVAL_EXAMPLES,
         request=ToolApprovalAnswerSerializer,
         responses=responses(
             {200: ToolApprovalSerializer},

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from impo.core.openapi import RunErrorCodeField, ToolErrorCodeField
 from impo.core.serializers import CleanTextField, StrictSerializer, StrictUUIDField
 from impo.core.time_zones import iana_time_zone_names
-from runtime.models import MessagePolicy, MessageRole, MessageStatus, RunState
+from runtime.models import ConversationKind, MessagePolicy, MessageRole, MessageStatus, RunState
 from runtime.selectors import TASK_STATUSES
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import TASK_TITLE_MAX
@@ -106,6 +106,25 @@ class ConversationPageQuerySerializer(StrictSerializer):
         min_value=0, default=0, help_text="Return messages with a larger sequence."
     )
     limit = serializers.IntegerField(min_value=1, max_value=100, default=50, help_text="How many messages at most.")
+
+
+class ConversationListQuerySerializer(StrictSerializer):
+    query = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=200,
+        help_text="Words to find in the titles and messages (each also as a word's beginning; all must match).",
+    )
+    offset = serializers.IntegerField(min_value=0, default=0, help_text="Skip this many (the last `nextOffset`).")
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=30, help_text="How many at most.")
+
+
+class ConversationRenameSerializer(StrictSerializer):
+    title = CleanTextField(max_length=TASK_TITLE_MAX, help_text="The chat's new title (kept without its outer spaces).")
+
+    def validate_title(self, value):
+        return value.strip()
 
 
 class MessageReceiptSerializer(serializers.Serializer):
@@ -225,6 +244,25 @@ class TaskSerializer(serializers.Serializer):
     updatedAt = serializers.DateTimeField()
     lastRunStartedAt = serializers.DateTimeField(allow_null=True)
     lastRunCompletedAt = serializers.DateTimeField(allow_null=True)
+
+
+class ConversationSerializer(serializers.Serializer):
+    conversationId = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=ConversationKind.choices)
+    title = serializers.CharField(help_text="The owner's title; a Task's starts as its first message's first line.")
+    taskId = serializers.UUIDField(
+        allow_null=True, help_text="The Task this is the conversation of; null for Main Chat."
+    )
+    status = serializers.ChoiceField(
+        choices=TASK_STATUSES, allow_null=True, help_text="Its latest run's status; null before its first message."
+    )
+    createdAt = serializers.DateTimeField()
+    lastActivityAt = serializers.DateTimeField(help_text="When its last message was sent (else when it was made).")
+
+
+class ConversationListSerializer(serializers.Serializer):
+    conversations = ConversationSerializer(many=True)
+    nextOffset = serializers.IntegerField(allow_null=True, help_text="The next page's `offset`; null on the last.")
 
 
 class TaskListSerializer(serializers.Serializer):

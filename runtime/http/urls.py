@@ -6,6 +6,8 @@ from runtime.realtime import sse
 urlpatterns = [
     path("conversation/messages", api.MainChatMessagesView.as_view(), name="main-chat-messages"),
     path("conversation", api.MainChatConversationView.as_view(), name="main-chat-conversation"),
+    path("conversations", api.ConversationsView.as_view(), name="conversations"),
+    path("conversations/<ica_uuid:conversation_id>", api.ConversationView.as_view(), name="conversation"),
     path("tasks", api.TasksView.as_view(), name="tasks"),
     path("tasks/<ica_uuid:task_id>/messages", api.TaskMessagesView.as_view(), name="task-messages"),
     path("tasks/<ica_uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),

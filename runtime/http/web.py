@@ -15,6 +15,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from impo.core import errors
 from runtime import selectors
 from runtime.services import commands
+from tools.registry import registry
 
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO order: 1 = Monday
 
@@ -43,13 +44,14 @@ def main_chat(request):
         request,
         "chat/conversation.html",
         {
-            "title": "Main Chat",
+            "title": conversation.title or selectors.MAIN_CHAT_TITLE,
             "conversation_id": conversation.id,
             "history_url": "/api/v1/conversation",
             "send_url": "/api/v1/conversation/messages",
             "task": None,
             # The bundled double only echoes: the empty state says so, and how to ask it for a tool.
             "local_agent": settings.IMPO_RUNTIME == "echo",
+            "tool_words": registry.words_for_people(),
         },
     )
 
@@ -80,6 +82,7 @@ def task_view(request, task_id: uuid.UUID):
             "history_url": f"/api/v1/tasks/{task.id}/conversation",
             "send_url": f"/api/v1/tasks/{task.id}/messages",
             "task": task,
+            "tool_words": registry.words_for_people(),
         },
     )
 

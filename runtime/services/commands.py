@@ -320,3 +320,12 @@ def request_cancel(*, owner, submission_id) -> None:
         if run is None:
             raise NotFound("No such submission.")
         lifecycle.cancel(run, by_owner=True)
+
+
+def rename_conversation(*, owner, conversation_id: uuid.UUID, title: str) -> None:
+    """The owner's title for a chat; a Task's own title follows it, so the task list and the chat agree."""
+    with transaction.atomic(durable=True):
+        now = timezone.now()
+        if not Conversation.objects.filter(id=conversation_id, owner=owner).update(title=title, updated_at=now):
+            raise NotFound("No such conversation.")
+        Task.objects.filter(conversation_id=conversation_id).update(title=title, updated_at=now)

@@ -7,9 +7,11 @@ and project events, and only these functions change the run (the fenced transact
 Outside one the caller saves.
 """
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from impo.core.error_codes import ErrorCode, RunError
@@ -28,6 +30,8 @@ from runtime.models import (
 from runtime.services.projection import project_events
 from tools import approvals as tool_approvals
 from tools import selectors as tool_selectors
+
+logger = logging.getLogger(__name__)
 
 
 class FencedRun:
@@ -131,6 +135,7 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     run.lease_owner = ""
     run.lease_expires_at = None
     _record_error(run, RunError(ErrorCode.PENDING_RECONCILIATION, reason, retryable=True))
+    _warn_once_committed(run.id, "parked for reconciliation", ErrorCode.PENDING_RECONCILIATION)
     project_events(
         run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
     )
@@ -226,7 +231,15 @@ def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     project_events(run, [(_FINAL_EVENT[state], payload)])
     if state != RunState.CANCELLED or not run.cancel_requested_by_owner:
         notify_owner(run, _FINAL_NOTIFICATION[state])
+    if state == RunState.FAILED:
+        _warn_once_committed(run.id, "failed", run.error_code or "unknown")
     _wake_following(run)
+
+
+def _warn_once_committed(run_id, what: str, code: str) -> None:
+    """One WARNING line per run that failed or was parked, once its transaction holds: the run id and the error
+    code, which an operator searches for; never the message (provider or user text)."""
+    transaction.on_commit(lambda: logger.warning("run %s %s: %s", run_id, what, code))
 
 
 def _wake_following(run: Run) -> None:

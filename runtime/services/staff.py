@@ -42,6 +42,7 @@ def staff_fail_run(run_id, *, reason: str) -> bool:
         run = locks.lock_run(id=run_id, state=RunState.PENDING_RECONCILIATION)
         if run is None:
             return False
+        # The owner may try again: support ended this attempt, not what was asked.
         lifecycle.fail_parked_run(run, RunError(ErrorCode.FAILED_BY_STAFF, reason))
         return True
 

@@ -12,6 +12,8 @@ from tools.registry import ToolInvocation, tool
 
 
 @tool(
+    title="Start a task",
+    summary="Starts a background task that works on a goal in a chat of its own.",
     description="Starts a background Task that works on the prompt in its own conversation.",
     properties={
         "prompt": {"type": "string", "minLength": 1, "maxLength": TASK_PROMPT_MAX},

@@ -70,6 +70,11 @@ checks.positive_data_acceptance.enabled = false
 include-path = "/api/v1/tool-calls/{{tool_call_id}}/approval"
 checks.positive_data_acceptance.enabled = false
 
+# The SSE stream stays open while its run waits (an approval, a device): it is exercised by tests/realtime, not here.
+[[operations]]
+include-path = "/api/v1/submissions/{{submission_id}}/stream"
+enabled = false
+
 [[operations]]
 include-path = ["/api/v1/webhooks/", "/api/v1/webhooks/{{endpoint_id}}/"]
 include-method = ["POST", "PATCH"]

@@ -16,8 +16,9 @@ def success_bodies(schema: dict):
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             for status, response in operation["responses"].items():
-                if status.startswith("2"):
-                    yield f"{method.upper()} {path} {status}", response["content"]["application/json"]["schema"]
+                json_body = response.get("content", {}).get("application/json")  # the SSE stream's is text
+                if status.startswith("2") and json_body:
+                    yield f"{method.upper()} {path} {status}", json_body["schema"]
 
 
 def component(schema: dict, reference: dict) -> dict:

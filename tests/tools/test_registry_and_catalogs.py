@@ -115,3 +115,12 @@ def test_retry_backoff_doubles_after_the_second_attempt():
     policy = RetryPolicy(attempts=4, backoff_seconds=0.5)
 
     assert [policy.delay_before(attempt) for attempt in (2, 3, 4)] == [0.5, 1.0, 2.0]
+
+
+def test_every_registered_tool_has_a_title_and_a_one_line_summary_for_people():
+    words = registry.words_for_people()
+
+    assert {"current_time", "list_notes", "save_note", "play_sound", "create_task"} <= set(words)
+    for name, tool in words.items():
+        assert tool["title"] and tool["title"] != name, name
+        assert tool["summary"].endswith(".") and "\n" not in tool["summary"] and len(tool["summary"]) <= 100, name

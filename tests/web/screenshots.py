@@ -5,7 +5,7 @@ Each page at a laptop's and a phone's width, in the light and the dark theme, at
 
 from pathlib import Path
 
-from tests.web.conftest import WIDTHS, last_assistant, log_in, send_and_wait, start_task, submit_plan
+from tests.web.conftest import WIDTHS, last_assistant, log_in, send, send_and_wait, start_task, submit_plan
 
 OUT = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 PAGES = ("chat", "tasks", "schedules", "login", "not-found")
@@ -37,7 +37,7 @@ def test_take_the_screenshots(site, user):
             last_assistant(page).locator(".status-failed").wait_for(timeout=90_000)
             page.screenshot(path=OUT / f"chat-{width}-{theme}.png")
             page.goto("/tasks/")
-            page.locator("#side-tasks li").first.wait_for(state="attached")
+            page.locator("#side-chats li").first.wait_for(state="attached")
             page.screenshot(path=OUT / f"tasks-{width}-{theme}.png")
             page.goto("/schedules/")
             page.locator(".schedule").wait_for()
@@ -45,3 +45,31 @@ def test_take_the_screenshots(site, user):
             page.goto("/no-such-page/")
             page.screenshot(path=OUT / f"not-found-{width}-{theme}.png")
             page.close()
+
+
+def test_take_the_chats_and_cards_screenshots(save_note_needs_approval, site, user):
+    """The sidebar searching the chats, tool and approval cards and a failure's words, wide, phone and dark."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    page = site.new_page()
+    log_in(page, user)
+    start_task(page, "Water the plants on the balcony")
+    start_task(page, "Sort the holiday photos by place")
+    page.goto("/")
+    page.wait_for_selector("#connection[data-state=live]")
+    send_and_wait(page, '/tool current_time {"timeZone": "Europe/Paris"}')
+    send_and_wait(page, "/busy", "failed")
+    send(page, '/tool save_note {"text": "buy milk and photo paper"}')
+    last_assistant(page).locator(".approval-approve").wait_for()
+    for width, viewport in WIDTHS.items():
+        for theme in ("light", "dark"):
+            shot = site.new_page(viewport=viewport, color_scheme=theme, device_scale_factor=1)
+            log_in(shot, user)
+            last_assistant(shot).locator(".approval-approve").wait_for()
+            shot.locator(".role-assistant .tool").first.locator("summary").first.click()
+            shot.screenshot(path=OUT / f"cards-{width}-{theme}.png")
+            if width == "narrow":
+                shot.click("#menu-toggle")
+            shot.fill("#side-search", "photo")
+            shot.locator(".side-task-title", has_text="Water").wait_for(state="detached")
+            shot.screenshot(path=OUT / f"chats-search-{width}-{theme}.png")
+            shot.close()

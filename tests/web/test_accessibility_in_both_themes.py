@@ -65,7 +65,7 @@ def test_tasks_and_schedules(themed_page, user):
     log_in(page, user)
     start_task(page, "water the plants")
     page.goto("/tasks/")
-    page.locator("#side-tasks li").first.wait_for()
+    page.locator("#side-chats li").first.wait_for()
     assert checked(page) == []
 
     page.goto("/schedules/")

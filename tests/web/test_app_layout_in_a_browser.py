@@ -71,7 +71,7 @@ def test_new_task_in_the_sidebar_starts_a_task_and_the_drawer_closes_with_escape
         assert page.evaluate("() => document.activeElement.id") == "menu-toggle"
         sidebar = open_sidebar(page)
 
-    sidebar.locator("a", has_text="New task").click()
+    sidebar.locator("a", has_text="New chat").click()
     page.wait_for_url("**/tasks/#task-text")
     assert page.evaluate("() => document.activeElement.id") == "task-text"
     page.fill("#task-text", "tidy the desk")

@@ -96,9 +96,10 @@ def test_a_failed_runs_reason_is_shown_and_survives_a_reload(browser_page, user)
     send(browser_page, "/fail The kettle is offline")
     reply = last_assistant(browser_page)
     reply.locator(".status-failed").wait_for()
-    sentence = "The assistant failed while answering. Try again."
+    sentence = "The assistant failed while answering."  # not retryable: no advice to try again, no button
     assert reply.locator(".run-error .error-sentence").inner_text() == sentence
     assert reply.locator(".run-error .error-details code").text_content() == "internal_error: The kettle is offline"
+    assert reply.locator("button.try-again").count() == 0
 
     browser_page.reload()
     browser_page.wait_for_selector("#connection[data-state=live]")

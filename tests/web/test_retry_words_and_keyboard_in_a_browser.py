@@ -13,18 +13,20 @@ def active_id(page) -> str:
 def test_try_again_on_a_failed_reply_then_a_normal_message_completes(sized_page, user):
     page = sized_page
     log_in(page, user)
-    send(page, "/fail the model fell over")
+    send(page, "/busy the service is swamped")  # a passing failure (server_overloaded): retryable
     reply = last_assistant(page)
     reply.locator(".status-failed").wait_for(timeout=90_000)
     problem = reply.locator(".run-error")
-    assert problem.locator(".error-sentence").inner_text() == "The assistant failed while answering. Try again."
+    assert (
+        problem.locator(".error-sentence").inner_text() == "The assistant's service is overloaded just now. Try again."
+    )
     assert problem.locator(".error-details code").is_hidden()  # the code only behind Details
     problem.locator(".error-details summary").click()
-    assert problem.locator(".error-details code").inner_text().startswith("internal_error")
+    assert problem.locator(".error-details code").inner_text().startswith("server_overloaded")
 
     reply.locator("button.try-again").click()
     reply.locator(".status-failed").wait_for(state="detached")  # queued again, the same reply
-    reply.locator(".status-failed").wait_for(timeout=90_000)  # /fail fails every attempt
+    reply.locator(".status-failed").wait_for(timeout=90_000)  # /busy fails every attempt
     assert active_id(page) == "message-text"
     submission_id = history(page)["messages"][-1]["submissionId"]
     attempt = page.evaluate(f"() => fetch('/api/v1/submissions/{submission_id}').then((r) => r.json())")

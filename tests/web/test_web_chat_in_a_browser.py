@@ -54,7 +54,7 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
     expected_reply = f"Tool play_sound returned: {json.dumps(played['output'], separators=(',', ':'))}"
     assert reply.locator(".text").inner_text() == expected_reply
     assert reply.locator(".tool").get_attribute("data-state") == "completed"
-    assert tool_summary(reply) == ("play_sound", "Done")
+    assert tool_summary(reply) == ("Play a sound", "Done")
     receipts = browser_page.evaluate("() => JSON.parse(localStorage.getItem('impo.deviceReceipts'))")
     [receipt] = receipts.values()
     assert receipt["delivered"] is True and receipt["answer"] == "accepted"
@@ -64,7 +64,7 @@ def test_the_web_chat_is_a_device_that_plays_a_sound_once_and_keeps_its_receipt(
     browser_page.wait_for_selector("#connection[data-state=live]")
 
     # The reloaded page rebuilds the tool's state from execution state, and nothing ran again.
-    assert tool_summary(last_assistant(browser_page)) == ("play_sound", "Done")
+    assert tool_summary(last_assistant(browser_page)) == ("Play a sound", "Done")
     assert history(browser_page)["messages"][-1]["tools"] == [
         {
             "toolCallId": receipt_call_id(browser_page),

@@ -243,9 +243,11 @@
         const summary = document.createElement("summary");
         const name = document.createElement("span");
         name.className = "tool-name";
+        const args = document.createElement("span");
+        args.className = "tool-args";
         const words = document.createElement("span");
         words.className = "tool-state";
-        summary.append(name, words);
+        summary.append(name, args, words);
         const detail = document.createElement("div");
         detail.className = "tool-detail";
         const approval = document.createElement("div");
@@ -258,7 +260,8 @@
       const shown = byStaff ? "checked_by_staff" : tool.state === "requested" && waiting ? "waiting_device" : tool.state;
       row.className = `tool tool-${tool.state}`;
       row.dataset.state = tool.state;
-      row.querySelector(".tool-name").textContent = tool.toolName;
+      row.querySelector(".tool-name").textContent = ImpoToolCards.title(tool.toolName);
+      row.querySelector(".tool-args").textContent = ImpoToolCards.argumentSummary(tool.input);
       row.querySelector(".tool-state").textContent = TOOL_WORDS[shown] || tool.state;
       row.querySelector(".tool-detail").replaceChildren(...toolDetail(tool));
       drawApproval(row.querySelector(".tool-approval"), tool);
@@ -278,7 +281,19 @@
       pre.textContent = typeof value === "string" ? value : JSON.stringify(value, null, 2);
       parts.push(heading, pre);
     };
-    if (tool.input !== undefined && tool.input !== null && tool.input !== "") block("Arguments", tool.input);
+    const about = ImpoToolCards.summary(tool.toolName);
+    if (about) parts.push(paragraph("tool-about", about));
+    if (tool.input !== undefined && tool.input !== null && tool.input !== "") {
+      // The arguments as the agent sent them, for whoever wants the exact JSON (the summary line has the gist).
+      const raw = document.createElement("details");
+      raw.className = "tool-raw";
+      const rawSummary = document.createElement("summary");
+      rawSummary.textContent = "Details";
+      const pre = document.createElement("pre");
+      pre.textContent = `${tool.toolName} ${JSON.stringify(tool.input, null, 2)}`;
+      raw.append(rawSummary, pre);
+      parts.push(raw);
+    }
     if (tool.output && tool.output.reconciled) parts.push(paragraph("tool-note", ImpoUi.sentenceFor({ code: "reconciled_succeeded" })));
     else if (tool.output !== undefined && tool.output !== null) block("Output", tool.output);
     // A staff decision is shown as such, never with the wording (or name) the desk recorded it with; other
@@ -305,7 +320,8 @@
     }
     if (box.dataset.approvalId === approval.approvalId) return;
     box.dataset.approvalId = approval.approvalId;
-    const note = paragraph("tool-note", `Run ${tool.toolName}? Unanswered by ${new Date(approval.expiresAt).toLocaleString()}, it is denied.`);
+    const note = paragraph("tool-note", "");
+    ImpoToolCards.approvalNote(note, tool.toolName, approval.expiresAt);
     const problem = paragraph("tool-error", "");
     problem.hidden = true;
     const reasonLabel = document.createElement("label");
@@ -417,7 +433,7 @@
       ImpoUi.describeError(problem, error || { code: status });
       parts.push(problem);
     }
-    if (status === "failed" && !live && message.submissionId) {
+    if (status === "failed" && !live && message.submissionId && error && error.retryable) {
       parts.push(button("Try again", "try-again", (event) => tryAgain(message, event.currentTarget)));
     }
     node.footer.replaceChildren(...parts);
@@ -728,7 +744,7 @@
       drawChrome();
       return;
     }
-    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    if (!ImpoUi.enterSends(event)) return;
     event.preventDefault();
     send();
   });
@@ -759,6 +775,9 @@
     resendFailed();
   });
   window.addEventListener("offline", drawPending);
+
+  // The long placeholder tells keyboard users about Enter; on a phone it would be clipped, and Return breaks lines.
+  if (ImpoUi.isTouchOnly()) textarea.placeholder = "Message";
 
   (async function start() {
     if (isDevice) await ImpoDevice.register();

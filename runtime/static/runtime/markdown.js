@@ -32,24 +32,33 @@
     node.setAttribute("rel", "noopener noreferrer nofollow");
   });
 
+  // Colours the block; answers the language to label it with: the one the fence named, else highlight.js's guess.
   function highlight(code) {
     const named = (code.className.match(LANGUAGE_CLASS) || [""])[0].replace("language-", "");
     const text = code.textContent;
     const result = named && hljs.getLanguage(named) ? hljs.highlight(text, { language: named }) : hljs.highlightAuto(text);
     code.innerHTML = result.value;
     code.classList.add("hljs");
+    return named || result.language || "text";
   }
 
   function render(text) {
     const html = marked.parse(text, { gfm: true, breaks: true, async: false });
     const fragment = DOMPurify.sanitize(html, { ...CONFIG, RETURN_DOM_FRAGMENT: true });
+    // Each block gets a head line with its language and the copy button, so neither covers the code.
     for (const code of fragment.querySelectorAll("pre > code")) {
-      highlight(code);
+      const language = highlight(code);
       const block = document.createElement("div");
       block.className = "code-block";
+      const head = document.createElement("div");
+      head.className = "code-head";
+      const label = document.createElement("span");
+      label.className = "code-language";
+      label.textContent = language;
+      head.append(label, ImpoUi.copyButton(`Copy ${language} code`, () => code.textContent));
       const pre = code.parentElement;
       pre.replaceWith(block);
-      block.append(ImpoUi.copyButton("Copy code", () => code.textContent), pre);
+      block.append(head, pre);
     }
     return fragment;
   }

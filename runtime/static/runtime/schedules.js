@@ -66,12 +66,20 @@
     list.replaceChildren(...plans.map(planItem));
   }
 
+  // A one-off plan whose time has come and gone (it ran, or its moment passed) has nothing left to do: it is
+  // "Done", not "Active", and there is nothing to pause or resume.
+  function stateOf(plan) {
+    if (plan.schedule.frequency === "once" && !plan.nextRunAt) return ["done", "Done"];
+    return plan.enabled ? ["active", "Active"] : ["paused", "Paused"];
+  }
+
   function planItem(plan) {
-    const item = element("li", `schedule${plan.enabled ? "" : " is-paused"}`);
+    const [state, stateWords] = stateOf(plan);
+    const item = element("li", `schedule${state === "active" ? "" : " is-paused"}`);
     item.dataset.scheduleId = plan.id;
     const head = element("div", "schedule-head");
     head.append(element("h2", "schedule-title", plan.title));
-    head.append(element("span", `status status-${plan.enabled ? "active" : "paused"}`, plan.enabled ? "Active" : "Paused"));
+    head.append(element("span", `status status-${state}`, stateWords));
     item.append(head);
     item.append(element("p", "schedule-when", describe(plan.schedule)));
     const next = plan.enabled && plan.nextRunAt ? `Next run: ${when(plan.nextRunAt, plan.schedule.timeZone)}` : "No run planned";
@@ -79,8 +87,8 @@
     item.append(element("p", "schedule-goal", plan.goal));
 
     const actions = element("div", "actions");
+    if (state !== "done") actions.append(button(plan.enabled ? "Pause" : "Resume", "pause", () => setEnabled(plan, !plan.enabled), plan.title));
     actions.append(
-      button(plan.enabled ? "Pause" : "Resume", "pause", () => setEnabled(plan, !plan.enabled), plan.title),
       button("Edit", "edit", () => edit(plan), plan.title),
       button("Delete", "delete danger", () => remove(plan), plan.title),
     );

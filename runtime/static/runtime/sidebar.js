@@ -1,19 +1,25 @@
-// The sidebar (a drawer on a phone): Main Chat, the tasks newest first with their status and age, Schedules.
+// The sidebar (a drawer on a phone): "New chat", a search box, the chats (Main Chat and every Task) newest
+// activity first with their status and age, Schedules.
 //
-// The list comes from GET /api/v1/tasks. Each unfinished task's conversation is watched on its own websocket
-// (from its `lastEventSeq`, so nothing is replayed): a run's start or end there re-reads the list, so a badge
-// changes as the task does, without a reload. A task started elsewhere (a schedule, the chat's task tool) shows
-// up when the page is shown again, or at the next minute.
+// The list comes from GET /api/v1/conversations (with `query` while searching, paged by "Show more"). Each
+// unfinished task's conversation is watched on its own websocket (from its `lastEventSeq`, so nothing is
+// replayed): a run's start or end there re-reads the list, so a badge changes as the task does, without a
+// reload. A chat started elsewhere (a schedule, the chat's task tool) shows up when the page is shown again, or
+// at the next minute.
 (function () {
   "use strict";
 
   const sidebar = document.getElementById("sidebar");
   if (!sidebar) return;
-  const list = document.getElementById("side-tasks");
-  const empty = document.getElementById("side-tasks-empty");
+  const list = document.getElementById("side-chats");
+  const empty = document.getElementById("side-chats-empty");
+  const search = document.getElementById("side-search");
+  const more = document.getElementById("side-more");
   const menu = document.getElementById("menu-toggle");
   const backdrop = document.getElementById("sidebar-backdrop");
-  const currentTask = sidebar.dataset.currentTask;
+  const currentConversation = sidebar.dataset.currentConversation;
+  const PAGE = 30;
+  const SEARCH_PAUSE_MS = 250; // typing pauses this long before the search is asked
   const WATCHED_MAX = 8; // sockets are counted per user (IMPO_LIMIT_WEBSOCKETS); the chat needs its own
   const UNFINISHED = new Set(["queued", "in_progress"]);
   const STATUS_WORDS = {
@@ -24,38 +30,77 @@
     cancelled: "Stopped",
   };
   const RUN_EVENTS = new Set(["submission.accepted", "run.started", "run.completed", "run.failed", "run.cancelled"]);
-  const watched = new Map(); // taskId -> WebSocket
+  const watched = new Map(); // conversationId -> WebSocket
+  let shown = []; // the chats listed, in order
+  let nextOffset = null;
   let refreshing = null;
+  let searchTimer = null;
+  let asked = 0; // answers to older questions (a search typed over) are dropped
 
-  function taskItem(task) {
+  function chatUrl(chat) {
+    return chat.taskId ? `/tasks/${chat.taskId}/` : "/";
+  }
+
+  function chatItem(chat) {
     const item = document.createElement("li");
-    item.dataset.taskId = task.taskId;
+    item.dataset.conversationId = chat.conversationId;
+    if (chat.taskId) item.dataset.taskId = chat.taskId;
     const link = document.createElement("a");
-    link.href = `/tasks/${task.taskId}/`;
+    link.href = chatUrl(chat);
     link.className = "side-task";
-    if (task.taskId === currentTask) link.setAttribute("aria-current", "page");
+    if (chat.conversationId === currentConversation) link.setAttribute("aria-current", "page");
     const title = document.createElement("span");
     title.className = "side-task-title";
-    title.textContent = task.title;
+    title.textContent = chat.title;
     const meta = document.createElement("span");
     meta.className = "side-task-meta";
-    const badge = document.createElement("span");
-    badge.className = `status status-${task.status}`;
-    badge.dataset.status = task.status;
-    badge.textContent = STATUS_WORDS[task.status] || task.status;
-    meta.append(badge, ImpoUi.timeElement(task.updatedAt));
+    if (chat.taskId && chat.status) {
+      const badge = document.createElement("span");
+      badge.className = `status status-${chat.status}`;
+      badge.dataset.status = chat.status;
+      badge.textContent = STATUS_WORDS[chat.status] || chat.status;
+      meta.append(badge);
+    }
+    meta.append(ImpoUi.timeElement(chat.lastActivityAt));
     link.append(title, meta);
     item.append(link);
     return item;
   }
 
+  function draw() {
+    list.replaceChildren(...shown.map(chatItem));
+    const query = search.value.trim();
+    empty.textContent = shown.length ? "" : query ? `No chats match “${query}”.` : "No chats yet.";
+    empty.hidden = shown.length > 0;
+    more.hidden = nextOffset === null;
+  }
+
+  async function page(offset, size) {
+    const query = search.value.trim();
+    const params = new URLSearchParams({ offset: String(offset), limit: String(size) });
+    if (query) params.set("query", query);
+    return ImpoApi.call("GET", `/api/v1/conversations?${params}`);
+  }
+
+  // Reads the list again as far as it is shown (at least a page), keeping "Show more"'s place.
   async function refresh() {
-    const result = await ImpoApi.call("GET", "/api/v1/tasks");
-    if (!result.ok) return;
-    const tasks = result.body.tasks;
-    list.replaceChildren(...tasks.map(taskItem));
-    empty.hidden = tasks.length > 0;
-    watch(tasks.filter((task) => UNFINISHED.has(task.status)).slice(0, WATCHED_MAX));
+    const question = ++asked;
+    const result = await page(0, Math.max(PAGE, shown.length));
+    if (!result.ok || question !== asked) return;
+    shown = result.body.conversations;
+    nextOffset = result.body.nextOffset;
+    draw();
+    watch(shown.filter((chat) => chat.taskId && UNFINISHED.has(chat.status)).slice(0, WATCHED_MAX));
+  }
+
+  async function showMore() {
+    const question = ++asked;
+    const result = await page(nextOffset, PAGE);
+    if (!result.ok || question !== asked) return;
+    const known = new Set(shown.map((chat) => chat.conversationId));
+    shown = shown.concat(result.body.conversations.filter((chat) => !known.has(chat.conversationId)));
+    nextOffset = result.body.nextOffset;
+    draw();
   }
 
   // Many events in a burst (a reply's start and end) read the list once.
@@ -64,35 +109,50 @@
     return refreshing;
   }
 
-  function watch(tasks) {
-    const wanted = new Set(tasks.map((task) => task.taskId));
-    for (const [taskId, socket] of watched) {
-      if (!wanted.has(taskId)) {
-        watched.delete(taskId);
-        socket.close();
+  function watch(chats) {
+    const wanted = new Set(chats.map((chat) => chat.conversationId));
+    for (const [conversationId, socket] of watched) {
+      if (!wanted.has(conversationId)) {
+        watched.delete(conversationId);
+        if (socket) socket.close();
       }
     }
-    for (const task of tasks) if (!watched.has(task.taskId)) follow(task);
+    for (const chat of chats) if (!watched.has(chat.conversationId)) follow(chat);
   }
 
-  async function follow(task) {
-    watched.set(task.taskId, null);
-    const page = await ImpoApi.call("GET", `/api/v1/tasks/${task.taskId}/conversation?limit=1`);
-    if (!page.ok || !watched.has(task.taskId)) return watched.delete(task.taskId);
+  async function follow(chat) {
+    const key = chat.conversationId;
+    watched.set(key, null);
+    const history = await ImpoApi.call("GET", `/api/v1/tasks/${chat.taskId}/conversation?limit=1`);
+    if (!history.ok || !watched.has(key)) return watched.delete(key);
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const url = `${scheme}://${location.host}/ws/v1/conversations/${task.conversationId}/?after=${page.body.lastEventSeq}`;
-    const socket = new WebSocket(url);
-    watched.set(task.taskId, socket);
+    const socket = new WebSocket(`${scheme}://${location.host}/ws/v1/conversations/${key}/?after=${history.body.lastEventSeq}`);
+    watched.set(key, socket);
     socket.addEventListener("message", (message) => {
       if (RUN_EVENTS.has(JSON.parse(message.data).type)) refreshSoon();
     });
     socket.addEventListener("close", () => {
-      if (watched.get(task.taskId) !== socket) return;
+      if (watched.get(key) !== socket) return;
       // Closed under us (a restart, the network): the list is read again and the task watched anew.
-      watched.delete(task.taskId);
+      watched.delete(key);
       setTimeout(refreshSoon, 2000);
     });
   }
+
+  search.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(searchTimer);
+    shown = [];
+    refresh();
+  });
+  search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      shown = [];
+      refresh();
+    }, SEARCH_PAUSE_MS);
+  });
+  more.addEventListener("click", showMore);
 
   // --- the drawer (narrow screens) -----------------------------------------------------------------------
   function setDrawer(open) {
@@ -105,10 +165,10 @@
   menu.addEventListener("click", () => setDrawer(!document.body.classList.contains("drawer-open")));
   backdrop.addEventListener("click", () => setDrawer(false));
   document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape" && document.body.classList.contains("drawer-open")) {
-      setDrawer(false);
-      menu.focus();
-    }
+    if (event.key !== "Escape" || !document.body.classList.contains("drawer-open")) return;
+    if (event.target === search && search.value) return; // Escape in the search box clears it first
+    setDrawer(false);
+    menu.focus();
   });
 
   document.addEventListener("visibilitychange", () => {

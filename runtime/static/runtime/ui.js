@@ -26,12 +26,6 @@
     schedule_limit_reached: "You have as many schedules as allowed. Delete one to add another.",
     schedule_in_past: "That time has passed. Pick a time in the future.",
     invalid_task_schedule: "The schedule needs fixing; see the marked field.",
-    // How a reply ends badly: the run's error code.
-    provider_error: "The assistant could not be reached. Try again.",
-    provider_rejected: "The assistant could not be reached. Try again.",
-    provider_unavailable: "The assistant could not be reached. Try again.",
-    internal_error: "The assistant failed while answering. Try again.",
-    failed_by_staff: "Support stopped this reply. Try again, or ask them why.",
     device_timeout: "Your device did not answer in time. Keep this page open and try again.",
     no_device: "No device of yours can do this. Open the chat on a device that can, then try again.",
     approval_denied: "You denied it.",
@@ -43,7 +37,52 @@
   };
   const FALLBACK = "Something went wrong. Try again.";
 
+  // How a reply ends badly (the run's error code: ours, or the provider's SessionTurnError code), told by kind:
+  // refused, blocked, unreachable, timed out, or the agent's own failure. Whether to try again comes from the
+  // error's `retryable`, never from the code alone: a retry that cannot help is not suggested.
+  const REFUSED = "The assistant's service refused this request.";
+  const LIMIT = "The assistant's usage limit is reached; support can raise it.";
+  const UNREACHABLE = "The assistant could not be reached.";
+  const BUSY = "The assistant's service is overloaded just now.";
+  const RUN_ERROR_WORDS = {
+    internal_error: "The assistant failed while answering.",
+    turn_failed: "The assistant failed while answering.",
+    provider_rejected: REFUSED,
+    provider_error: REFUSED,
+    invalid_request: REFUSED,
+    resource_not_found: REFUSED,
+    active_turn_not_steerable: REFUSED,
+    executor_version_incompatible: REFUSED,
+    authentication_error: "The assistant's service refused this server's credentials; support has to fix them.",
+    context_length_exceeded: "This conversation is too long for the assistant. Start a new chat.",
+    max_output_tokens: "The reply grew longer than the assistant may write. Ask for less at a time.",
+    session_budget_exceeded: LIMIT,
+    usage_limit_exceeded: LIMIT,
+    project_spend_limit_exceeded: LIMIT,
+    organization_spend_limit_exceeded: LIMIT,
+    organization_usage_limit_exceeded: LIMIT,
+    billing_not_active: LIMIT,
+    credit_balance_exhausted: LIMIT,
+    cyber_policy: "The assistant's safety rules blocked this request.",
+    misalignment_policy_violation: "The assistant's safety rules blocked this request.",
+    rate_limit_exceeded: "The assistant's service had too many requests just now.",
+    server_overloaded: BUSY,
+    flex_unavailable: BUSY,
+    connection_failed: UNREACHABLE,
+    server_error: UNREACHABLE,
+    provider_unavailable: UNREACHABLE,
+    max_attempts_exceeded: UNREACHABLE,
+    request_timeout: "The assistant took too long to answer.",
+    sandbox_error: "The assistant's workspace failed.",
+    failed_by_staff: "Support stopped this reply.",
+  };
+  const RETRY_WORDS = { failed_by_staff: "Try again, or ask them why." };
+
   function sentenceFor(error) {
+    if (error && RUN_ERROR_WORDS[error.code] !== undefined) {
+      const advice = error.retryable ? ` ${RETRY_WORDS[error.code] || "Try again."}` : "";
+      return RUN_ERROR_WORDS[error.code] + advice;
+    }
     return (error && ERROR_WORDS[error.code]) || FALLBACK;
   }
 
@@ -59,9 +98,12 @@
       details.className = "error-details";
       const summary = document.createElement("summary");
       summary.textContent = "Details";
+      const body = document.createElement("div");
+      body.className = "error-details-body";
       const code = document.createElement("code");
       code.textContent = [error.code, error.message].filter(Boolean).join(": ");
-      details.append(summary, code);
+      body.append(code, copyButton("Copy the details", () => code.textContent));
+      details.append(summary, body);
       parts.push(details);
     }
     element.replaceChildren(...parts);
@@ -167,5 +209,18 @@
   }
   applyTheme();
 
-  window.ImpoUi = { sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
+  // --- the Enter key in a composer -------------------------------------------------------------------------
+  // With a keyboard, Enter sends and Shift+Enter breaks the line. On a touch screen the keyboard's Return is the
+  // only way to a new line, so it keeps doing that and the Send button sends.
+  const touchOnly = window.matchMedia("(pointer: coarse)");
+
+  function isTouchOnly() {
+    return touchOnly.matches;
+  }
+
+  function enterSends(event) {
+    return event.key === "Enter" && !event.shiftKey && !event.isComposing && !isTouchOnly();
+  }
+
+  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
 })();

@@ -1,0 +1,64 @@
+"""The submission stream in the OpenAPI schema.
+
+`GET /api/v1/submissions/{id}/stream` is an async Django view (Server-Sent Events), not a REST framework view, so
+drf-spectacular does not see it; this post-processing hook states it, so the schema lists every route of ICA v1.
+"""
+
+STREAM_PATH = "/api/v1/submissions/{submission_id}/stream"
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+
+_EXAMPLE = "\n".join(
+    [
+        'data: {"type":"start","messageId":"<assistant message id>"}',
+        "",
+        'data: {"type":"text-start","id":"<part id>"}',
+        "",
+        'data: {"type":"text-delta","id":"<part id>","delta":"Echo: hello"}',
+        "",
+        'data: {"type":"text-end","id":"<part id>"}',
+        "",
+        'data: {"type":"finish"}',
+        "",
+        "data: [DONE]",
+        "",
+    ]
+)
+
+
+def add_submission_stream(result, generator, request, public):
+    result["paths"][STREAM_PATH] = {
+        "get": {
+            "operationId": "v1_submissions_stream_retrieve",
+            "summary": "Follow a submission's reply as Server-Sent Events (AI SDK UI Message Stream v1)",
+            "description": "Each open rebuilds the whole current reply from the event log, then follows it live;"
+            " the header `x-vercel-ai-ui-message-stream: v1` names the format. A reply that ends sends `finish`"
+            " and `[DONE]`; a stream that can no longer read the log ends with an `error` part and no `finish`:"
+            " reconcile with `GET /api/v1/submissions/{id}`. Closing the stream never cancels the run. No query"
+            " parameters; a session cookie or `Authorization: Bearer <token>`.",
+            "tags": ["v1"],
+            "parameters": [
+                {
+                    "in": "path",
+                    "name": "submission_id",
+                    "required": True,
+                    "schema": {"type": "string", "format": "uuid"},
+                }
+            ],
+            "security": [{"cookieAuth": []}, {"tokenAuth": []}],
+            "responses": {
+                "200": {
+                    "description": "The reply, part by part.",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}, "example": _EXAMPLE}},
+                },
+                "400": {
+                    "description": "invalid_request: a query parameter, or a path id that is not a UUID.",
+                    "content": _ERROR,
+                },
+                "401": {"description": "unauthorized: no valid session or token.", "content": _ERROR},
+                "404": {"description": "not_found: no such submission for this user.", "content": _ERROR},
+                "429": {"description": "rate_limited (retryable): too many open streams.", "content": _ERROR},
+            },
+        }
+    }
+    return result

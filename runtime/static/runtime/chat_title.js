@@ -1,0 +1,56 @@
+// Renaming the chat from its header: Rename opens a field with the title, Enter (or Save) sends it with
+// PATCH /api/v1/conversations/<id>, Escape (or Cancel) puts the title back. The sidebar is read again after.
+(function () {
+  "use strict";
+
+  const root = document.getElementById("chat");
+  const heading = document.getElementById("chat-title");
+  const open = document.getElementById("rename-chat");
+  const form = document.getElementById("rename-form");
+  const input = document.getElementById("rename-input");
+  const cancel = document.getElementById("rename-cancel");
+  const problem = document.getElementById("rename-error");
+  if (!root || !open) return;
+  const url = `/api/v1/conversations/${root.dataset.conversationId}`;
+  const SITE_SUFFIX = " · Impo";
+
+  function editing(on) {
+    heading.hidden = on;
+    open.hidden = on;
+    form.hidden = !on;
+    problem.hidden = true;
+    input.removeAttribute("aria-invalid");
+    if (on) {
+      input.value = heading.textContent;
+      input.focus();
+      input.select();
+    }
+  }
+
+  open.addEventListener("click", () => editing(true));
+  cancel.addEventListener("click", () => {
+    editing(false);
+    open.focus();
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    event.stopPropagation();
+    editing(false);
+    open.focus();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const result = await ImpoApi.call("PATCH", url, { title: input.value });
+    if (!result.ok) {
+      input.setAttribute("aria-invalid", "true");
+      ImpoUi.showError(problem, result.body);
+      input.focus();
+      return;
+    }
+    heading.textContent = result.body.title;
+    document.title = result.body.title + SITE_SUFFIX;
+    editing(false);
+    open.focus();
+    if (window.ImpoSidebar) window.ImpoSidebar.refresh();
+  });
+})();

@@ -291,7 +291,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # No token or Authorization value reaches a log (impo/log_redaction.py).
+    # No token or Authorization value reaches a log (impo/core/log_redaction.py); a client's 4xx is INFO, not WARNING.
     "filters": {
         "secrets": {"()": "impo.core.log_redaction.SecretRedaction"},
         "client_errors_at_info": {"()": "impo.core.log_levels.ClientErrorsAtInfo"},
@@ -326,9 +326,8 @@ IMPO_TOOL_APPROVAL = env.dict("IMPO_TOOL_APPROVAL", default={})
 if set(IMPO_TOOL_APPROVAL.values()) - {"never", "always"}:
     raise ImproperlyConfigured("IMPO_TOOL_APPROVAL maps tool names to 'never' or 'always'")
 
-# The event log's retention window (docs/design.md §11, docs/data-lifecycle.md): a run settled longer ago than this
-# has its `text.delta` events compacted away (its `message.completed` keeps the whole text). One hour: six times the
-# longest replay window of the peers (OpenAI keeps ~10 minutes), long enough for a laptop closed through a meeting.
+# The event log's retention window (docs/data-lifecycle.md): a run settled longer ago has its `text.delta` events
+# compacted (`message.completed` keeps the whole text). One hour: six times the peers' longest replay window.
 IMPO_EVENT_RETENTION_SECONDS = env.float("IMPO_EVENT_RETENTION_SECONDS", default=3600.0)
 if IMPO_EVENT_RETENTION_SECONDS < 0:
     raise ImproperlyConfigured("IMPO_EVENT_RETENTION_SECONDS must not be negative")
@@ -338,9 +337,9 @@ IMPO_SESSION_MAX_IDLE_SECONDS = env.float("IMPO_SESSION_MAX_IDLE_SECONDS", defau
 IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)
 IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=12_000)
 
-# Provider recovery (docs/design.md §1.4, §5): how long a listing may lag behind a create before "absent" is
-# believed; the backoff cap while the provider is unavailable; how often a followed turn is re-read
-# while its live stream is quiet; how long a sent input may take to show up as a turn before it is resent.
+# Provider recovery (docs/design.md §1.4, §5): how long a listing may lag behind a create before "absent" is believed;
+# the backoff cap while the provider is unavailable; how often a followed turn is re-read while its live stream is
+# quiet; how long a sent input may take to show up as a turn before it is resent.
 IMPO_REBYTE_LISTING_GRACE_SECONDS = env.float("IMPO_REBYTE_LISTING_GRACE_SECONDS", default=10.0)
 IMPO_PROVIDER_BACKOFF_CAP_SECONDS = env.float("IMPO_PROVIDER_BACKOFF_CAP_SECONDS", default=30.0)
 IMPO_PROVIDER_POLL_SECONDS = env.float("IMPO_PROVIDER_POLL_SECONDS", default=0.5)
@@ -348,15 +347,13 @@ IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
-
 # Every web process checks all of its open conversation sockets for events whose live push was lost in one query
 # per interval; while Redis (the push) is unreachable it reads the log more often.
 IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
 IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
 
 # Per-user limits (docs/operations.md "Security"), counted in Redis and shared by every web process. Admission, streams
-# and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL and still holds);
-# login fails closed.
+# and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL); login fails closed.
 IMPO_LIMIT_ADMISSIONS_PER_MINUTE = env.int("IMPO_LIMIT_ADMISSIONS_PER_MINUTE", default=30)
 IMPO_LIMIT_ACTIVE_RUNS = env.int("IMPO_LIMIT_ACTIVE_RUNS", default=20)
 IMPO_LIMIT_WEBSOCKETS = env.int("IMPO_LIMIT_WEBSOCKETS", default=20)
@@ -377,9 +374,9 @@ IMPO_WEBHOOK_MAX_AGE_SECONDS = env.float("IMPO_WEBHOOK_MAX_AGE_SECONDS", default
 IMPO_WEBHOOK_POLL_SECONDS = env.float("IMPO_WEBHOOK_POLL_SECONDS", default=1.0)
 IMPO_WEBHOOK_REWAKE_AFTER_SECONDS = env.float("IMPO_WEBHOOK_REWAKE_AFTER_SECONDS", default=15.0)
 IMPO_WEBHOOK_ENDPOINTS_PER_USER = env.int("IMPO_WEBHOOK_ENDPOINTS_PER_USER", default=10)
-# Webhook targets (webhooks/targets.py): https only unless this (DEBUG by default) allows plain http; addresses on
-# loopback, private, link-local and other internal ranges are refused unless a network listed here holds them
-# (comma-separated CIDRs, e.g. `127.0.0.1/32` for a receiver on the same machine). Off by default.
+# Webhook targets (webhooks/targets.py): https only unless this (DEBUG by default) allows plain http; internal
+# addresses (loopback, private, link-local, …) are refused unless a network listed here holds them (CIDRs, e.g.
+# `127.0.0.1/32` for a receiver on the same machine; none by default).
 IMPO_WEBHOOK_ALLOW_HTTP = env.bool("IMPO_WEBHOOK_ALLOW_HTTP", default=DEBUG)
 IMPO_WEBHOOK_ALLOWED_NETWORKS = [net for net in env.list("IMPO_WEBHOOK_ALLOWED_NETWORKS", default=[]) if net]
 for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
@@ -387,9 +384,8 @@ for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
         ipaddress.ip_network(_network)
     except ValueError as exc:
         raise ImproperlyConfigured(f"IMPO_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
-# Web Push (docs/notifications.md, docs/design.md §10). The VAPID key (RFC 8292) signs every push: base64url of the raw
-# 32-byte P-256 private key (`make run` keeps one in var/vapid_private_key). Without it push is off: the API says
-# so and nothing is sent. The subject is the operator's contact a push service may use (mailto: or https:).
+# Web Push (docs/notifications.md): the VAPID key (RFC 8292, base64url of the raw P-256 private key; `make run` keeps
+# one in var/vapid_private_key) signs every push, and without it push is off; the subject is the operator's contact.
 # Attempts use the webhook settings above (timeout, backoff, attempts, age) and the same target rules.
 IMPO_VAPID_PRIVATE_KEY = env("IMPO_VAPID_PRIVATE_KEY", default="")
 IMPO_VAPID_SUBJECT = env("IMPO_VAPID_SUBJECT", default="mailto:operator@impo.invalid")

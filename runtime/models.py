@@ -163,13 +163,8 @@ LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)
 _RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.FAILED}),
     RunState.RUNNING: frozenset(
-        {
-            RunState.QUEUED,
-            RunState.WAITING_DEVICE,
-            RunState.WAITING_APPROVAL,
-            RunState.PENDING_RECONCILIATION,
-            *TERMINAL_RUN_STATES,
-        }
+        {RunState.QUEUED, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL, RunState.PENDING_RECONCILIATION}
+        | TERMINAL_RUN_STATES
     ),
     RunState.WAITING_DEVICE: frozenset(
         {RunState.RUNNING, RunState.QUEUED, RunState.PENDING_RECONCILIATION, *TERMINAL_RUN_STATES}

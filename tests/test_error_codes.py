@@ -22,6 +22,7 @@ NOT_AN_ERROR_CODE = {
     ("impo/settings.py", "timeout"): "an option of the database connection pool",
     ("runtime/models.py", "pending_reconciliation"): "RunState.PENDING_RECONCILIATION",
     ("rebyte/models.py", "pending_reconciliation"): "IntentState.PENDING_RECONCILIATION and its constraint",
+    ("runtime/execution/following.py", "request_timeout"): "a provider's own code for a failed turn",
     ("impo/devtools/records.py", "pending_reconciliation"): "a run state the chaos records count as settled",
     ("rebyte/sessions.py", "not_found"): "a RemoteSession's rotation_reason",
 }

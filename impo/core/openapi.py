@@ -113,6 +113,13 @@ def responses(success: dict, *errors: int | ErrorCode) -> dict:
     return answers
 
 
+def narrowed_error_schema(error_body: dict, codes) -> dict:
+    """The error body's schema with its code narrowed to what an operation may answer with one status."""
+    enum = {"type": "string", "enum": [code.value for code in codes]}
+    narrowed = {"type": "object", "properties": {"error": {"type": "object", "properties": {"code": enum}}}}
+    return {"allOf": [error_body, narrowed]}
+
+
 # Every write may answer 503 when the database fails, and every body must be JSON of at most 64 KiB.
 WRITE_ERRORS = (400, 413, 415, 503)
 
@@ -121,11 +128,8 @@ class ImpoAutoSchema(AutoSchema):
     def _get_response_for_code(self, serializer, status_code, media_types=None, direction="response"):
         response = super()._get_response_for_code(serializer, status_code, media_types, direction)
         if isinstance(serializer, ErrorResponse):
-            # The error body's code narrowed to what this operation may answer with this status.
-            codes = {"type": "string", "enum": [code.value for code in serializer.codes]}
-            narrowed = {"type": "object", "properties": {"error": {"type": "object", "properties": {"code": codes}}}}
             for content in response["content"].values():
-                content["schema"] = {"allOf": [content["schema"], narrowed]}
+                content["schema"] = narrowed_error_schema(content["schema"], serializer.codes)
         return response
 
     def _get_request_body(self, direction="request"):

@@ -4,9 +4,16 @@
 drf-spectacular does not see it; this post-processing hook states it, so the schema lists every route of ICA v1.
 """
 
+from impo.core.error_codes import ErrorCode
+from impo.core.openapi import narrowed_error_schema
+
 STREAM_PATH = "/api/v1/submissions/{submission_id}/stream"
 
-_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+
+def _error(description: str, code: ErrorCode) -> dict:
+    schema = narrowed_error_schema({"$ref": "#/components/schemas/ErrorBody"}, [code])
+    return {"description": f"{code.value}: {description}", "content": {"application/json": {"schema": schema}}}
+
 
 _EXAMPLE = "\n".join(
     [
@@ -51,13 +58,11 @@ def add_submission_stream(result, generator, request, public):
                     "description": "The reply, part by part.",
                     "content": {"text/event-stream": {"schema": {"type": "string"}, "example": _EXAMPLE}},
                 },
-                "400": {
-                    "description": "invalid_request: a query parameter, or a path id that is not a UUID.",
-                    "content": _ERROR,
-                },
-                "401": {"description": "unauthorized: no valid session or token.", "content": _ERROR},
-                "404": {"description": "not_found: no such submission for this user.", "content": _ERROR},
-                "429": {"description": "rate_limited (retryable): too many open streams.", "content": _ERROR},
+                "400": _error("a query parameter, or a path id that is not a UUID.", ErrorCode.INVALID_REQUEST),
+                "401": _error("no valid session or token.", ErrorCode.UNAUTHORIZED),
+                "404": _error("no such submission for this user.", ErrorCode.NOT_FOUND),
+                "405": _error("the stream answers GET (and HEAD) only.", ErrorCode.METHOD_NOT_ALLOWED),
+                "429": _error("too many open streams (retryable).", ErrorCode.RATE_LIMITED),
             },
         }
     }

@@ -8,6 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from impo.core.error_codes import ErrorCode, RunError
 from runtime import locks
 from runtime.models import Run, RunState
 from runtime.services import lifecycle, staff
@@ -52,7 +53,7 @@ def test_a_failure_rolled_back_leaves_no_line(api, caplog):
 
     with pytest.raises(RuntimeError), transaction.atomic():
         locked = locks.lock_run(id=run.id)
-        lifecycle.fail_parked_run(locked, code="provider_rejected", message="no", retryable=False)
+        lifecycle.fail_parked_run(locked, RunError(ErrorCode.PROVIDER_REJECTED, "no"))
         raise RuntimeError("the transaction does not hold")
 
     assert warnings_of(caplog) == []

@@ -22,6 +22,8 @@ from impo.devstack import REPO_ROOT, RebyteDouble, Stack, start_web, wait_until
 from impo.devtools.websocket import WebsocketConnection
 from tests.faults.instances import PrivatePostgres, PrivateRedis
 
+pytestmark = pytest.mark.slow
+
 SWEEP_SECONDS = 0.3
 SETTLE_BOUND_SECONDS = Stack.LEASE_SECONDS + SWEEP_SECONDS + 10
 TERMINAL = ("completed", "failed", "cancelled")
@@ -32,7 +34,6 @@ import json
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-pytestmark = pytest.mark.slow
 users = [get_user_model().objects.create_user(f"faults-{{n}}", password=f"unused-{{n}}") for n in range({users})]
 print(json.dumps([Token.objects.create(user=user).key for user in users]))
 """

@@ -20,14 +20,13 @@ from impo.devstack import start_web, wait_until
 from runtime.models import Conversation, Event, EventType, Run
 from runtime.realtime.consumers import EVENTS_COMPACTED_CLOSE_CODE
 from runtime.services import retention
+from tests.client import post_message, token_of
 from tests.realtime.test_submission_stream import (
     assert_well_formed,
     completed,
-    post_message,
     read_stream,
     read_with_the_ai_sdk,
     text_of,
-    token_of,
 )
 from webhooks import services as webhook_services
 from webhooks.models import WebhookDelivery
@@ -54,7 +53,7 @@ def window_passed(settings):
 
 
 def reply(api, text, client_message_id) -> Run:
-    receipt = post_message(api, text, client_message_id)
+    receipt = post_message(api, text, client_message_id=client_message_id)
     return completed(receipt["submissionId"])
 
 
@@ -110,7 +109,7 @@ def test_runs_inside_the_window_and_unfinished_runs_keep_their_deltas(stack, api
     stack.start_worker()
     settled = reply(api, "recent", "m-1")
     rebyte_double.configure(delta_delay_ms=2000)
-    unfinished = post_message(api, "/slow still talking", "m-2")
+    unfinished = post_message(api, "/slow still talking", client_message_id="m-2")
     wait_until(
         lambda: Event.objects.filter(submission_id=unfinished["submissionId"], type=EventType.TEXT_DELTA).exists(),
         timeout=30,
@@ -130,7 +129,7 @@ def test_a_run_cancelled_mid_reply_is_compacted_with_its_completion_keeping_the_
 ):
     rebyte_double.configure(delta_delay_ms=200)
     stack.start_worker()
-    receipt = post_message(api, "/slow a reply that will be cut short", "m-1")
+    receipt = post_message(api, "/slow a reply that will be cut short", client_message_id="m-1")
     wait_until(
         lambda: Event.objects.filter(submission_id=receipt["submissionId"], type=EventType.TEXT_DELTA).exists(),
         timeout=30,
@@ -184,7 +183,7 @@ def test_a_socket_resuming_below_the_window_is_told_to_reload_and_the_reload_res
 
     # The reload: history, then the socket from its lastEventSeq, which hears the next reply whole.
     page = history(api)
-    second = post_message(api, "after the reload", "m-2")
+    second = post_message(api, "after the reload", client_message_id="m-2")
 
     async def follow(after):
         communicator = WebsocketCommunicator(application, socket_path(token, conversation_id, after))
@@ -254,7 +253,7 @@ def test_a_socket_connected_before_and_during_compaction_is_never_sent_a_hole(
 
 
 async def _post(api, text, client_message_id) -> str:
-    return (await database_sync_to_async(post_message)(api, text, client_message_id))["submissionId"]
+    return (await database_sync_to_async(post_message)(api, text, client_message_id=client_message_id))["submissionId"]
 
 
 def test_the_ai_sdk_stream_of_a_compacted_run_still_ends_with_its_whole_text(

@@ -294,9 +294,10 @@ def subscribed_reader(web, api, user, submission_id) -> tuple[threading.Thread, 
     results = []
     reader = threading.Thread(target=lambda: results.append(read_stream(url, token_of(user))[1]))
     reader.start()
+    # A run that ends fast may end the stream before a poll sees its subscriber: a finished reader counts too.
     wait_until(
-        lambda: api.get(f"/api/v1/submissions/{submission_id}").json()["subscriberCount"] == 1,
-        timeout=10,
+        lambda: not reader.is_alive() or api.get(f"/api/v1/submissions/{submission_id}").json()["subscriberCount"] == 1,
+        timeout=60,
         what="the subscriber to register",
     )
     return reader, results

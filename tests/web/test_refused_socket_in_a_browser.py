@@ -12,12 +12,13 @@ REFUSED_WATCH_SECONDS = 10
 
 @pytest.fixture
 def stack(stack):
-    """One socket per user, so a second page is refused (4429)."""
+    """One socket per user, so a second page is refused (4429): a stack of its own, which the test asks for by name
+    (the shared stack's web server keeps the default limit)."""
     stack.env["IMPO_LIMIT_WEBSOCKETS"] = "1"
     return stack
 
 
-def test_a_refused_socket_says_why_backs_off_and_connects_once_a_place_is_free(site, user):
+def test_a_refused_socket_says_why_backs_off_and_connects_once_a_place_is_free(stack, site, user):
     first = site.new_page()
     log_in(first, user)
     second = site.new_page()

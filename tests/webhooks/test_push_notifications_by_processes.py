@@ -16,7 +16,7 @@ from impo.asgi import application
 from impo.devstack import free_port, wait_until
 from impo.devtools.push_service import HANG, Browser, PushService, vapid_public_key_of
 from runtime.models import Notification, NotificationKind, RunState
-from tests.client import finished_run
+from tests.client import finished_run, post_message
 from tests.faults.instances import PrivateRedis
 from webhooks.models import PushDelivery, PushStatus, PushSubscription
 
@@ -44,12 +44,9 @@ def subscribe(api, browser: Browser) -> dict:
     return response.json()
 
 
-def post_message(api, text: str) -> str:
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": str(uuid.uuid4()), "text": text}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()["submissionId"]
+def submitted(api, text: str) -> str:
+    """A message with a client id of its own (a test may send several); its submission id."""
+    return post_message(api, text, client_message_id=str(uuid.uuid4()))["submissionId"]
 
 
 def settled_delivery(timeout: float = 90) -> PushDelivery:
@@ -73,7 +70,7 @@ def test_a_finished_reply_reaches_the_browser_once_signed_and_encrypted(stack, a
     browser = push_service.subscribe()
     subscribe(api, browser)
 
-    run = finished_run(post_message(api, "tell me when you are done"))
+    run = finished_run(submitted(api, "tell me when you are done"))
 
     assert run.state == RunState.COMPLETED
     wait_until(lambda: push_service.accepted_for(browser), timeout=30, what="the push")
@@ -101,7 +98,7 @@ def test_a_push_service_down_for_30_seconds_then_busy_still_gets_one_notificatio
     subscribe(api, browser)
     push_service.answer((429, 1), 503)  # once it is back: too many requests, then a server error, then 201
 
-    run = finished_run(post_message(api, "the push service is away"))
+    run = finished_run(submitted(api, "the push service is away"))
     delivery = wait_until(
         lambda: PushDelivery.objects.filter(attempts__gte=1).first(), timeout=30, what="the first attempt"
     )
@@ -135,7 +132,7 @@ def test_a_sender_killed_while_its_push_is_unanswered_sends_it_again_and_the_bro
     subscribe(api, browser)
     push_service.answer(HANG)
 
-    run = finished_run(post_message(api, "the sender will die"))
+    run = finished_run(submitted(api, "the sender will die"))
     wait_until(lambda: push_service.attempts >= 1, timeout=30, what="the push to reach the push service")
     assert PushDelivery.objects.get().attempts == 1
     first.kill()
@@ -156,13 +153,13 @@ def test_a_subscription_the_push_service_says_is_gone_is_removed_and_never_pushe
     subscription = subscribe(api, browser)
     push_service.answer(410)
 
-    finished_run(post_message(api, "nobody is there"))
+    finished_run(submitted(api, "nobody is there"))
     wait_until(
         lambda: not PushSubscription.objects.filter(id=subscription["id"]).exists(),
         timeout=30,
         what="the subscription to be removed",
     )
-    finished_run(post_message(api, "still nobody"))
+    finished_run(submitted(api, "still nobody"))
     wait_until(
         lambda: (
             Notification.objects.filter(dispatched_at__isnull=True).count() == 0 and Notification.objects.count() == 2
@@ -183,7 +180,7 @@ def test_a_kind_turned_off_is_not_pushed(stack, api, push_service):
     subscribe(api, push_service.subscribe())
     api.put("/api/v1/notification-preferences", {"kinds": {"completed": False}}, format="json")
 
-    run = finished_run(post_message(api, "do not tell me"))
+    run = finished_run(submitted(api, "do not tell me"))
     wait_until(
         lambda: Notification.objects.filter(run=run, dispatched_at__isnull=False).exists(),
         timeout=30,
@@ -209,7 +206,7 @@ def test_a_run_finishing_while_redis_is_stopped_is_still_pushed_once(transaction
         own.start_sweeper()
         browser = service.subscribe()
         subscribe(api, browser)
-        run = finished_run(post_message(api, "finish, then lose redis"))
+        run = finished_run(submitted(api, "finish, then lose redis"))
         redis.stop()
         own.start_webhooks()
 
@@ -228,7 +225,7 @@ def test_no_push_while_a_page_of_the_conversation_is_in_view_and_one_once_it_is_
     push_service.start()
     browser = push_service.subscribe()
     subscribe(api, browser)
-    finished_run(post_message(api, "open the conversation"))
+    finished_run(submitted(api, "open the conversation"))
     wait_until(lambda: push_service.accepted_for(browser), timeout=30, what="the first push (no page open)")
     conversation_id = api.get("/api/v1/conversation").json()["conversationId"]
     token = Token.objects.get_or_create(user=user)[0].key
@@ -283,7 +280,7 @@ def test_an_endpoint_whose_name_resolves_inside_is_refused_at_send_time(stack, a
         auth=browser.to_json()["keys"]["auth"],
     )
 
-    finished_run(post_message(api, "send it inside"))
+    finished_run(submitted(api, "send it inside"))
     refused = settled_delivery()
 
     assert (refused.status, refused.last_error) == (PushStatus.FAILED, "target forbidden")

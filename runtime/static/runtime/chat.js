@@ -197,7 +197,7 @@
     if (liveStatusOf(message.id) || announced.has(message.id)) return;
     if (!["completed", "failed", "cancelled"].includes(message.status)) return;
     announced.add(message.id);
-    const words = message.status === "completed" ? message.text.slice(0, 500) : ImpoUi.sentenceFor(message.error);
+    const words = message.status === "completed" ? message.text.slice(0, 500) : ImpoUi.runSentenceFor(message.error);
     announcer.textContent = `Assistant replied: ${words}`;
   }
 
@@ -430,7 +430,8 @@
     const error = message.error;
     if (status === "failed" || status === "pending_reconciliation") {
       const problem = paragraph("error run-error", "");
-      ImpoUi.describeError(problem, error || { code: status });
+      const runError = error || { code: status };
+      ImpoUi.describeError(problem, runError, ImpoUi.runSentenceFor(runError));
       parts.push(problem);
     }
     if (status === "failed" && !live && message.submissionId && error && error.retryable) {

@@ -78,12 +78,19 @@
   };
   const RETRY_WORDS = { failed_by_staff: "Try again, or ask them why." };
 
+  // An answer's error: a form's, a command's.
   function sentenceFor(error) {
+    return (error && ERROR_WORDS[error.code]) || FALLBACK;
+  }
+
+  // A reply's error (its run's): the provider's codes share names with answers' (`invalid_request` is a refused
+  // turn there, a form to fix here), so the two are told apart by where the error comes from.
+  function runSentenceFor(error) {
     if (error && RUN_ERROR_WORDS[error.code] !== undefined) {
       const advice = error.retryable ? ` ${RETRY_WORDS[error.code] || "Try again."}` : "";
       return RUN_ERROR_WORDS[error.code] + advice;
     }
-    return (error && ERROR_WORDS[error.code]) || FALLBACK;
+    return sentenceFor(error);
   }
 
   // `error` is an ICA error object ({code, message}); the element gets the sentence (or `words`, when what failed
@@ -222,5 +229,5 @@
     return event.key === "Enter" && !event.shiftKey && !event.isComposing && !isTouchOnly();
   }
 
-  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
+  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, runSentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
 })();

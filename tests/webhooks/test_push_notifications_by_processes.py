@@ -243,7 +243,7 @@ def test_no_push_while_a_page_of_the_conversation_is_in_view_and_one_once_it_is_
         assert (await socket.connect())[0]
         await socket.send_json_to({"type": "visibility", "visible": visible})
         await asyncio.sleep(0.2)  # lets the consumer record it before the run is admitted
-        submission_id = await asyncio.to_thread(closing, post_message, api, text)
+        submission_id = await asyncio.to_thread(closing, submitted, api, text)
         run = await asyncio.to_thread(closing, finished_run, submission_id)
         await asyncio.to_thread(
             closing,

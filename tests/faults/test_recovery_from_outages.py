@@ -217,6 +217,10 @@ def test_redis_stopped_for_15_seconds_under_load_loses_nothing_and_the_api_keeps
 
 
 def test_the_provider_answering_5xx_for_a_minute_under_load_fails_nothing(outage, capsys):
+    # Each user's agent and session exist before the outage, whichever test ran first on this stack: a create
+    # answered 5xx is an unknown outcome, parked for reconciliation by design, which is not what this test is about.
+    warmed = outage.wait_settled(outage.post_accepted(USERS), timeout=120)
+    assert set(warmed.values()) == {"completed"}
     outage.double.configure(delta_delay_ms=50, delta_chunks=4)
     outage.double.fault("*", "http_error", status=503, seconds=60)
     started = time.monotonic()

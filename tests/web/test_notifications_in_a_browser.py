@@ -123,11 +123,16 @@ def test_notify_me_subscribes_and_a_push_while_hidden_is_shown_and_opens_the_mes
             "data": json.dumps(accepted.payload),
         },
     )
-    shown = page.wait_for_function(
-        """() => navigator.serviceWorker.ready
-             .then((r) => r.getNotifications())
-             .then((all) => all.length ? all.map((n) => ({title: n.title, body: n.body, data: n.data})) : null)"""
-    ).json_value()
+    # Polled from here: the worker shows the notification in its own time after the delivery returns.
+    shown = wait_until(
+        lambda: page.evaluate(
+            """() => navigator.serviceWorker.ready
+                 .then((r) => r.getNotifications())
+                 .then((all) => all.map((n) => ({title: n.title, body: n.body, data: n.data})))"""
+        ),
+        timeout=60,
+        what="the notification to be shown",
+    )
     assert [(each["title"], each["data"]["url"]) for each in shown] == [("Main Chat", f"/#message-{hidden_message}")]
     assert shown[0]["body"] == accepted.payload["body"]
 

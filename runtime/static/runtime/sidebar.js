@@ -103,9 +103,23 @@
     draw();
   }
 
-  // Many events in a burst (a reply's start and end) read the list once.
+  // Many events in a burst (a reply's start and end) read the list once, and once more after a read already under
+  // way when one came: that read may have been answered before the event's change (a reply's end lost).
+  let readAgain = false;
   function refreshSoon() {
-    if (!refreshing) refreshing = Promise.resolve().then(() => refresh()).finally(() => (refreshing = null));
+    if (refreshing) {
+      readAgain = true;
+      return refreshing;
+    }
+    refreshing = Promise.resolve()
+      .then(() => refresh())
+      .finally(() => {
+        refreshing = null;
+        if (readAgain) {
+          readAgain = false;
+          refreshSoon();
+        }
+      });
     return refreshing;
   }
 

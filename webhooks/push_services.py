@@ -22,7 +22,7 @@ from runtime import subscribers
 from runtime.models import Notification
 from webhooks import locks, selectors
 from webhooks.models import NotificationPreference, PushDelivery, PushStatus, PushSubscription
-from webhooks.services import attempt_deadline_seconds, backoff_seconds
+from webhooks.services import attempt_deadline_seconds, backoff_seconds, exhausted
 
 DISPATCH_BATCH = 200
 SEND_BATCH = 100
@@ -145,11 +145,6 @@ def due_deliveries(limit: int = SEND_BATCH) -> list[uuid.UUID]:
     )
 
 
-def _exhausted(delivery: PushDelivery, now) -> bool:
-    too_old = now - delivery.scheduled_at >= timedelta(seconds=settings.IMPO_WEBHOOK_MAX_AGE_SECONDS)
-    return delivery.attempts >= settings.IMPO_WEBHOOK_MAX_ATTEMPTS or too_old
-
-
 def claim_attempt(delivery_id) -> PushAttempt | None:
     """Takes a due delivery for one attempt, or None when it is not due, done, or another sender holds it."""
     now = timezone.now()
@@ -157,7 +152,7 @@ def claim_attempt(delivery_id) -> PushAttempt | None:
         delivery = locks.lock_due_push_delivery(delivery_id, now=now)
         if delivery is None:
             return None
-        if _exhausted(delivery, now):
+        if exhausted(delivery, now):
             delivery.status = PushStatus.FAILED
             delivery.save(update_fields=["status", "updated_at"])
             return None
@@ -206,7 +201,7 @@ def record_outcome(
         if response_code is not None and 200 <= response_code < 300:
             delivery.status = PushStatus.SENT
             delivery.sent_at = now
-        elif permanent or _exhausted(delivery, now):
+        elif permanent or exhausted(delivery, now):
             delivery.status = PushStatus.FAILED
         else:
             delay = max(backoff_seconds(delivery.attempts), retry_after or 0)

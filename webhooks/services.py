@@ -178,7 +178,8 @@ def backoff_seconds(attempts: int) -> float:
     return step / 2 + random.uniform(0, step / 2)
 
 
-def _exhausted(delivery: WebhookDelivery, now) -> bool:
+def exhausted(delivery, now) -> bool:
+    """Whether a delivery (a webhook's or a push's) has had all the attempts or all the time it is given."""
     too_old = now - delivery.scheduled_at >= timedelta(seconds=settings.IMPO_WEBHOOK_MAX_AGE_SECONDS)
     return delivery.attempts >= settings.IMPO_WEBHOOK_MAX_ATTEMPTS or too_old
 
@@ -190,7 +191,7 @@ def claim_attempt(delivery_id) -> Attempt | None:
         delivery = locks.lock_due_delivery(delivery_id, now=now)
         if delivery is None:
             return None
-        if not delivery.endpoint.active or _exhausted(delivery, now):
+        if not delivery.endpoint.active or exhausted(delivery, now):
             delivery.status = DeliveryStatus.FAILED
             if not delivery.endpoint.active:
                 delivery.last_error = "the endpoint was deactivated"
@@ -226,7 +227,7 @@ def record_outcome(attempt: Attempt, *, response_code: int | None, error: str = 
         if response_code is not None and 200 <= response_code < 300:
             delivery.status = DeliveryStatus.DELIVERED
             delivery.delivered_at = now
-        elif _exhausted(delivery, now):
+        elif exhausted(delivery, now):
             delivery.status = DeliveryStatus.FAILED
         else:
             delay = backoff_seconds(delivery.attempts)

@@ -1,5 +1,6 @@
 import contextlib
 import subprocess
+import time
 import uuid
 
 import croniter  # noqa: F401  (imported before any test: its import asks `file` about the interpreter, a process)
@@ -12,6 +13,36 @@ from tests.factories import UserFactory
 
 # What starts a process, directly or through the fixtures that need it. A test needing none of these is `fast`.
 PROCESS_FIXTURES = frozenset({"rebyte_double_process", "temporal_address", "shared_stack", "stack"})
+
+
+def pytest_configure(config):
+    _flush_retried_on_deadlock()
+
+
+def _flush_retried_on_deadlock():
+    """A transactional test ends by emptying every table in one TRUNCATE, which locks them one after another. A shared
+    worker still finishing the test's run can hold one of those tables while waiting for another, and PostgreSQL
+    then ends the TRUNCATE as a deadlock: the test errors at teardown though nothing it tested failed (seen in CI).
+    The worker's transaction is short; the flush is tried again."""
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+    from django.test import TransactionTestCase
+
+    fixture_teardown = TransactionTestCase._fixture_teardown
+
+    def fixture_teardown_retried(self):
+        for attempt in range(FLUSH_ATTEMPTS):
+            try:
+                return fixture_teardown(self)
+            except CommandError as error:
+                if not isinstance(error.__cause__, OperationalError) or attempt == FLUSH_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    TransactionTestCase._fixture_teardown = fixture_teardown_retried
+
+
+FLUSH_ATTEMPTS = 5
 
 
 def pytest_itemcollected(item):

@@ -9,6 +9,9 @@ It reads the last `input_text` part of the turn's input (earlier parts carry con
 - `/slow T`: echoes T one character per delta, ten times slower than the configured pacing;
 - `/broken T`: echoes T, but cuts every live stream of the session after the first delta;
 - anything else T: replies `Echo: T` (the input exactly as sent).
+
+With `reasoning_summaries` on (`/_double/config`) and a session whose agent asks for summaries, every turn first
+reasons: a `reasoning` item whose one summary part streams at the configured pacing (`reasoning_summary`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def chunks(text: str, count: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def reasoning_summary(script: str) -> str:
+    """What the echo agent says it thought, in the shape reasoning models give: a bold title, then a sentence."""
+    shown = script if len(script) <= 60 else f"{script[:57]}..."
+    return f"**Reading the message**\n\nThe message says “{shown}”; I will answer it as the script asks."
+
+
 class EchoAgent:
     def __init__(self, store: Store):
         self._store = store
@@ -70,6 +79,7 @@ class EchoAgent:
         store = self._store
         try:
             script = store.begin(turn).strip()
+            self._reason(turn, script)
             if script == "/fail" or script.startswith("/fail "):
                 store.fail(turn, "internal_error", script.removeprefix("/fail").strip() or "Asked to fail")
                 return
@@ -109,6 +119,16 @@ class EchoAgent:
             else:
                 lines.append(f"Tool {name} failed: {result['error']}")
         self._say(turn, "\n".join(lines))
+
+    def _reason(self, turn: Turn, script: str) -> None:
+        item_id = self._store.open_reasoning(turn)
+        if item_id is None:
+            return
+        delay, count = self._store.pacing()
+        for piece in chunks(reasoning_summary(script), count):
+            time.sleep(delay)
+            self._store.summary_delta(turn, item_id, piece)
+        self._store.close_reasoning(turn, item_id)
 
     def _say(self, turn: Turn, text: str, *, delay=None, per_character=False, cut_after_first=False) -> None:
         configured_delay, count = self._store.pacing()

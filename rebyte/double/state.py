@@ -50,6 +50,9 @@ FAULT_MODES = frozenset({"drop_response", "delay", "http_error", "cut_stream"})
 AGENT_CONFIGURATION = frozenset(
     {"instructions", "model", "tools", "compaction", "experimental", "multi_agent", "reasoning", "service_tier", "text"}
 )
+# The literals of the SDK's AgentReasoningParam.
+REASONING_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+REASONING_SUMMARIES = frozenset({"concise", "detailed", "auto"})
 
 
 class ApiError(Exception):
@@ -82,6 +85,9 @@ class Config:
     # A new session shows in lists only this long after it was created (the SDK documents session
     # listings as eventually consistent), so callers must not read "absent" from one early listing.
     listing_lag_ms: int = 0
+    # Whether the echo agent reasons before it answers: then each turn of a session whose agent asks for reasoning
+    # summaries (`reasoning.summary` not null) opens with a reasoning item and its summary events.
+    reasoning_summaries: bool = False
 
 
 @dataclass
@@ -141,11 +147,27 @@ def _agent_config(body: dict[str, Any], base: dict[str, Any] | None = None) -> d
         "model": body.get("model") or base.get("model"),
         "multi_agent": {"enabled": False, "max_concurrent_subagents": None},
         "name": base.get("name", body.get("name")),
-        "reasoning": {"effort": None, "summary": None},
+        "reasoning": _reasoning(body.get("reasoning"), base.get("reasoning")),
         "service_tier": "auto",
         "text": {"format": {"type": "text"}, "verbosity": "medium"},
         "tools": [_resolved_tool(tool) for tool in tools],
     }
+
+
+def _reasoning(requested: Any, base: dict[str, Any] | None) -> dict[str, Any]:
+    """The resolved reasoning configuration: a session's override replaces its agent's fields it names."""
+    resolved = dict(base or {"effort": None, "summary": None})
+    if requested is None:
+        return resolved
+    if not isinstance(requested, dict):
+        raise ApiError(400, "invalid_type", "reasoning must be an object", param="reasoning")
+    _only(requested, {"effort", "summary"})
+    for name, allowed in (("effort", REASONING_EFFORTS), ("summary", REASONING_SUMMARIES)):
+        if name in requested:
+            if requested[name] is not None and requested[name] not in allowed:
+                raise ApiError(400, "invalid_value", f"reasoning.{name} must be one of {sorted(allowed)} or null")
+            resolved[name] = requested[name]
+    return resolved
 
 
 def _resolved_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -193,6 +215,10 @@ class Store:
 
     def configure(self, body: dict[str, Any]) -> Config:
         with self.cond:
+            if "reasoning_summaries" in body:
+                if not isinstance(body["reasoning_summaries"], bool):
+                    raise ApiError(400, "invalid_config", "reasoning_summaries must be true or false")
+                self.config.reasoning_summaries = body["reasoning_summaries"]
             for name in ("delta_delay_ms", "delta_chunks", "listing_lag_ms"):
                 if name in body:
                     value = body[name]
@@ -680,6 +706,64 @@ class Store:
                 text=text,
             )
             self._emit(session, "agent.session.turn.item.done", item=item, output_index=index)
+
+    def open_reasoning(self, turn: Turn) -> str | None:
+        """A reasoning item with one empty summary part, or None when the agent reasons silently: the knob is off
+        or the session's agent asked for no summaries (`reasoning.summary` null, as the real service does)."""
+        with self.cond:
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            if not self.config.reasoning_summaries or session.obj["agent"]["reasoning"]["summary"] is None:
+                return None
+            item = {
+                "id": new_id("rs"),
+                "type": "reasoning",
+                "status": "in_progress",
+                "summary": [],
+                "turn_id": turn.obj["id"],
+            }
+            self._add_item(session, item, done=False)
+            item["summary"].append({"type": "summary_text", "text": ""})
+            self._emit(
+                session,
+                "agent.session.turn.reasoning_summary_part.added",
+                **self._summary_fields(session, turn, item),
+                part={"type": "summary_text", "text": ""},
+            )
+            return item["id"]
+
+    def summary_delta(self, turn: Turn, item_id: str, delta: str) -> None:
+        with self.cond:
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            item = self.items[item_id]
+            item["summary"][0]["text"] += delta
+            self._emit(
+                session,
+                "agent.session.turn.reasoning_summary_text.delta",
+                **self._summary_fields(session, turn, item),
+                delta=delta,
+            )
+
+    def close_reasoning(self, turn: Turn, item_id: str) -> None:
+        with self.cond:
+            session = self.sessions[turn.obj["session_id"]]
+            self._check_running(turn)
+            item = self.items[item_id]
+            part = dict(item["summary"][0])
+            fields = self._summary_fields(session, turn, item)
+            self._emit(session, "agent.session.turn.reasoning_summary_text.done", **fields, text=part["text"])
+            self._emit(session, "agent.session.turn.reasoning_summary_part.done", **fields, part=part)
+            item["status"] = "completed"
+            self._emit(session, "agent.session.turn.item.done", item=item, output_index=fields["output_index"])
+
+    def _summary_fields(self, session: Session, turn: Turn, item: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "turn_id": turn.obj["id"],
+            "item_id": item["id"],
+            "output_index": self._output_index(session, item["id"]),
+            "summary_index": len(item["summary"]) - 1,
+        }
 
     def call_functions(self, turn: Turn, calls: list[tuple[str, dict]]) -> list[tuple[str, dict[str, Any]]]:
         """Emits the function calls, waits until each has a result, and returns (name, result) in order."""

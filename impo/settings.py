@@ -346,6 +346,11 @@ IMPO_PROVIDER_POLL_SECONDS = env.float("IMPO_PROVIDER_POLL_SECONDS", default=0.5
 IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
+# The reasoning summaries each new session asks for (`reasoning.summary` of its agent override): `auto`, `concise`,
+# `detailed`, or empty for none. Impo shows them as transient progress above the reply (docs/design.md §1.5).
+REBYTE_REASONING_SUMMARY = env("REBYTE_REASONING_SUMMARY", default="auto")
+if REBYTE_REASONING_SUMMARY not in ("", "auto", "concise", "detailed"):
+    raise ImproperlyConfigured("REBYTE_REASONING_SUMMARY must be auto, concise, detailed or empty")
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
 # Every web process checks all of its open conversation sockets for events whose live push was lost in one query
 # per interval; while Redis (the push) is unreachable it reads the log more often.

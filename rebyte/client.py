@@ -208,10 +208,16 @@ class RebyteGateway:
         input_parts: list[str],
         metadata: dict[str, str],
         instructions: str | None = None,
+        reasoning_summary: str | None = None,
     ) -> AgentSession:
         """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life, and
-        `instructions`, when given, stand for the saved agent's in this session (the SDK's session override)."""
-        override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
+        `instructions`, when given, stand for the saved agent's in this session (the SDK's session override), as
+        `reasoning_summary` (`auto`, `concise`, `detailed`) asks for reasoning summaries on its live stream."""
+        override: dict = {"tools": tools}
+        if instructions is not None:
+            override["instructions"] = instructions
+        if reasoning_summary is not None:
+            override["reasoning"] = {"summary": reasoning_summary}
         with self._call("create_session", creates=True):
             return self._once.beta.agents.sessions.create(
                 environment={"type": "none"},

@@ -34,6 +34,7 @@ from runtime.execution.function_calls import FunctionCalls
 from runtime.execution.heartbeat import HeldLease, process_heartbeat
 from runtime.execution.input_phase import InputPhase
 from runtime.execution.live_stream import LiveStream
+from runtime.execution.reasoning import Summaries
 from runtime.models import Run, RunState
 from runtime.services import claims
 from tools.selectors import catalog_for_run
@@ -132,6 +133,7 @@ class RunDriver(InputPhase, Following, FunctionCalls):
         self.heartbeat = heartbeat
         self.live_text: dict[str, str] = {}
         self.unprojected = Coalescer()  # the reply read since its last projection
+        self.summaries = Summaries()  # the turn's reasoning, read from the live stream
         # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
         # its copy of the run, which is the claim's read).
         self.input_sent = claimed.run.input_sent_at is not None

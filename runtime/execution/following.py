@@ -3,6 +3,8 @@ item id) and `required_actions` are the truth, read on start, on resume and when
 
 What one read brings is projected in one fenced transaction (or the process's group commit) with the count of
 characters projected per item, so a successor after a crash projects only the rest (docs/design.md §1.5, §5).
+The turn's reasoning summaries come from the live stream only and go with those projections as transient progress
+(`reasoning`).
 """
 
 import logging
@@ -16,7 +18,7 @@ from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte.models import RemoteSession
 from runtime import selectors
-from runtime.execution import run_input
+from runtime.execution import reasoning, run_input
 from runtime.execution.group_commit import group_commit
 from runtime.execution.live_stream import LiveStream
 from runtime.models import RunState
@@ -61,6 +63,8 @@ _TURN_END_EVENTS = frozenset(
 
 
 def _asks_for_truth(event) -> bool:
+    if event.type == "agent.session.turn.item.done" and event.item.type == "reasoning":
+        return False  # its summary was progress, read from the stream; nothing of it is in the reply
     if event.type == "agent.session.turn.item.done" and event.item.type == "message":
         # The user's input recorded as an item of the turn: nothing to project yet.
         return event.item.role != "user"
@@ -183,16 +187,23 @@ class Following:
                     self.unprojected.take({event.item_id: (self.live_text[event.item_id], False)})
                 else:
                     placed_all = False
+            elif event.type in reasoning.SUMMARY_EVENTS and event.turn_id == self.remote_turn.turn_id:
+                step = self.summaries.read(event)
+                if step is not None:
+                    self.unprojected.take_progress({step[0]: step[1:]})
         self._project_pending()
         return placed_all
 
     def _project_pending(self, *, then: Callable[[lifecycle.FencedRun], None] | None = None, at_once=False) -> None:
         """One fenced transaction for everything read and not yet projected of the items (text, completed), when
-        due (at once for the run's end, `then`, or when asked), with the turn's binding."""
-        texts = self.unprojected.due(at_once=at_once or then is not None)
-        if texts is None:
+        due (at once for the run's end, `then`, or when asked), with the turn's binding; and, before the run's end,
+        the reasoning read meanwhile (it came before the text it is projected with)."""
+        due = self.unprojected.due(at_once=at_once or then is not None)
+        if due is None:
             return
-        outputs, progress = [], {}
+        texts, steps = due
+        outputs: list = self.summaries.unsaid(steps) if then is None else []
+        progress = {}
         for item_id, (text, done) in texts.items():
             already = self.remote_turn.projected.get(item_id, 0)
             completed = done and item_id not in self.remote_turn.completed_items

@@ -62,7 +62,7 @@ class GroupCommit:
     def project(
         self,
         lease: claims.Lease,
-        outputs: list[projection.Output],
+        outputs: list[projection.Output | projection.Progress],
         *,
         progress: tuple[RemoteTurn, str, dict] | None,
     ) -> lifecycle.FencedRun:

@@ -4,7 +4,9 @@ Pure and incremental: fed the persisted events in `seq` order, it yields the chu
 assistant message, so a fresh open replays the log and a live stream feeds each new event.
 
 Long phases (the agent starting before any text, a tool running, a device's turn) are told as transient
-`data-instant-step` chunks derived from the same events, so a client never looks idle while work happens.
+`data-instant-step` chunks derived from the same events, so a client never looks idle while work happens. The
+agent's reasoning summaries (`run.progress` events of kind `thinking`) are `reasoning` parts, which the AI SDK's
+reader keeps in the message beside its text (never in it); a settled run whose progress was compacted has none.
 Every ending — completed, failed, cancelled — closes with the final status and `finish`; only a broken
 transport ends without it.
 
@@ -32,6 +34,9 @@ class UIMessageStream:
         self.message_id = message_id
         self.submission_id = submission_id
         self.open_text_parts: list[str] = []
+        self.open_reasoning_parts: list[str] = []
+        # What each reasoning part has said so far (its deltas, or the whole text its completion brought).
+        self.reasoning_by_part: dict[str, str] = {}
         # What each part's deltas have said so far, so its completion can add what compaction removed.
         self.text_by_part: dict[str, str] = {}
         self.running_steps: dict[str, dict] = {}
@@ -59,6 +64,8 @@ class UIMessageStream:
             return self._text_delta(payload["partId"], payload["delta"])
         if kind == EventType.MESSAGE_COMPLETED:
             return self._complete_text_part(payload["partId"], payload.get("text", ""))
+        if kind == EventType.RUN_PROGRESS and payload["kind"] == "thinking":
+            return self._reasoning(payload)
         if kind == EventType.TOOL_REQUESTED:
             return self._tool_requested(payload)
         if kind == EventType.TOOL_ACCEPTED:
@@ -213,6 +220,30 @@ class UIMessageStream:
         self.open_text_parts.remove(part_id)
         return [*chunks, {"type": "text-end", "id": part_id}]
 
+    def _reasoning(self, payload: dict) -> list[dict]:
+        """A reasoning part per step: opened by its first progress, ended by its completion (whose whole text
+        adds whatever its deltas did not say)."""
+        part_id = payload["stepId"]
+        chunks = []
+        if part_id not in self.reasoning_by_part:
+            self.reasoning_by_part[part_id] = ""
+            self.open_reasoning_parts.append(part_id)
+            chunks.append({"type": "reasoning-start", "id": part_id})
+        elif part_id not in self.open_reasoning_parts:
+            return []  # ended already
+        said = self.reasoning_by_part[part_id]
+        delta = payload["delta"]
+        if payload["status"] == "completed":
+            whole = payload["text"]
+            delta = whole[len(said) :] if whole.startswith(said) else ""
+        if delta:
+            self.reasoning_by_part[part_id] = said + delta
+            chunks.append({"type": "reasoning-delta", "id": part_id, "delta": delta})
+        if payload["status"] == "completed":
+            self.open_reasoning_parts.remove(part_id)
+            chunks.append({"type": "reasoning-end", "id": part_id})
+        return chunks
+
     def _approval_decided(self, payload: dict) -> list[dict]:
         if payload["decision"] == "denied":
             self.denied_calls.add(payload["toolCallId"])
@@ -251,7 +282,9 @@ class UIMessageStream:
 
     def _finish(self, status: str, ending: dict | None = None) -> list[dict]:
         """Closes open text, then `error`|`abort` if the run did not complete, the final status and `finish`."""
-        chunks = [{"type": "text-end", "id": part_id} for part_id in self.open_text_parts]
+        chunks = [{"type": "reasoning-end", "id": part_id} for part_id in self.open_reasoning_parts]
+        chunks += [{"type": "text-end", "id": part_id} for part_id in self.open_text_parts]
+        self.open_reasoning_parts = []
         self.open_text_parts = []
         self.finished = True
         return [*chunks, *([ending] if ending else []), self.status(status), {"type": "finish"}]
@@ -261,6 +294,7 @@ _ENDS_RUN_STEP = frozenset(
     {
         EventType.TEXT_DELTA,
         EventType.MESSAGE_COMPLETED,
+        EventType.RUN_PROGRESS,
         EventType.TOOL_REQUESTED,
         EventType.RUN_COMPLETED,
         EventType.RUN_FAILED,
@@ -282,14 +316,15 @@ def _tool_step_id(payload: dict) -> str:
 
 
 def compact(chunks: list[dict]) -> list[dict]:
-    """A reconstruction sends the text so far at once, the latest status, and each step's latest state."""
+    """A reconstruction sends the text (and reasoning) so far at once, the latest status, and each step's latest
+    state."""
     merged: list[dict] = []
     for chunk in chunks:
         previous = merged[-1] if merged else None
         if (
-            chunk["type"] == "text-delta"
+            chunk["type"] in ("text-delta", "reasoning-delta")
             and previous
-            and previous["type"] == "text-delta"
+            and previous["type"] == chunk["type"]
             and previous["id"] == chunk["id"]
         ):
             merged[-1] = {**previous, "delta": previous["delta"] + chunk["delta"]}

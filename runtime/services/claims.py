@@ -216,7 +216,7 @@ class LeasedOutput:
     """One run's share of a process's group commit: the reply text its driver read since its last projection."""
 
     lease: Lease
-    outputs: list[projection.Output]
+    outputs: list[projection.Output | projection.Progress]
 
 
 def project_outputs_together(projections: list[LeasedOutput]) -> dict:

@@ -2,6 +2,8 @@
 
 New reply text is appended to the assistant message and projected as `text.delta` / `message.completed` events,
 in order, inside the transaction that fenced every run given (a run's own fenced write or a process's group commit).
+The agent's progress (its reasoning summaries) goes with it as `run.progress` events, and only as events: it is
+never the message's text.
 """
 
 from dataclasses import dataclass
@@ -24,18 +26,31 @@ class Output:
     completed_text: str | None = None
 
 
-def project_output(run: Run, outputs: list[Output]) -> None:
+@dataclass(frozen=True)
+class Progress:
+    """What one read brought of a transient step of the agent's work (its reasoning summary so far): new text, and
+    its whole text once the step ended."""
+
+    step_id: str
+    delta: str
+    completed_text: str | None = None
+    kind: str = "thinking"
+
+
+def project_output(run: Run, outputs: list[Output | Progress]) -> None:
     """One run's projection, inside its fenced transaction (see `project_outputs`)."""
     project_outputs([(run, outputs)])
 
 
-def project_outputs(projections: list[tuple[Run, list[Output]]]) -> None:
+def project_outputs(projections: list[tuple[Run, list[Output | Progress]]]) -> None:
     """Appends each run's new text to its assistant message (one statement for all) and projects each delta and
     completion as its own event, in order (one statement for all); inside the transaction that fenced every run
     given."""
     append_to_messages(
         {
-            run.submission.assistant_message_id: "".join(output.delta for output in outputs)
+            run.submission.assistant_message_id: "".join(
+                output.delta for output in outputs if isinstance(output, Output)
+            )
             for run, outputs in projections
         }
     )
@@ -65,9 +80,12 @@ def append_to_messages(appended: dict) -> None:
         )
 
 
-def output_events(message_id, outputs: list[Output]) -> list[tuple[str, dict]]:
+def output_events(message_id, outputs: list[Output | Progress]) -> list[tuple[str, dict]]:
     events = []
     for output in outputs:
+        if isinstance(output, Progress):
+            events.append((EventType.RUN_PROGRESS, _progress_payload(message_id, output)))
+            continue
         if output.delta:
             events.append(
                 (EventType.TEXT_DELTA, {"messageId": str(message_id), "partId": output.part_id, "delta": output.delta})
@@ -80,3 +98,17 @@ def output_events(message_id, outputs: list[Output]) -> list[tuple[str, dict]]:
                 )
             )
     return events
+
+
+def _progress_payload(message_id, progress: Progress) -> dict:
+    """`run.progress`: a step's new text (`delta`, Markdown), and once it ended its whole `text` (docs/api.md)."""
+    payload = {
+        "messageId": str(message_id),
+        "stepId": progress.step_id,
+        "kind": progress.kind,
+        "status": "running" if progress.completed_text is None else "completed",
+        "delta": progress.delta,
+    }
+    if progress.completed_text is not None:
+        payload["text"] = progress.completed_text
+    return payload

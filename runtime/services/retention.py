@@ -3,7 +3,8 @@
 The log is a replay buffer for clients. Once a run has been settled for `IMPO_EVENT_RETENTION_SECONDS`, its
 `text.delta` events go: each part's `message.completed` event carries the whole text they added up to, so what is
 kept still rebuilds the reply (the AI SDK stream of the run, the conversation's history), and every event another
-app points at (webhook deliveries, their pending markers: run and approval events only) stays.
+app points at (webhook deliveries, their pending markers: run and approval events only) stays. Its `run.progress`
+events go too, all of them: progress is transient, and the reply that replaced it is what stays.
 
 A batch is one short transaction that never waits for a lock: it takes settled runs and their conversations with
 SKIP LOCKED (a run staff are retrying, a conversation a writer holds this instant, or a batch another machine is
@@ -24,17 +25,20 @@ from runtime.models import TERMINAL_RUN_STATES, EventType
 COMPACT_BATCH = 100
 
 # A delta goes only when a later `message.completed` of its submission closes the same part: a run cancelled or
-# failed mid-reply never completed its text, and keeps its deltas (its reply's only record on the stream).
+# failed mid-reply never completed its text, and keeps its deltas (its reply's only record on the stream). Progress
+# goes whatever the run's end.
 _COMPACT_SQL = f"""
 WITH {locks.SETTLED_RUNS_TO_COMPACT_SQL},
 removed AS (
     DELETE FROM runtime_event delta USING taken
-    WHERE delta.submission_id = taken.submission_id AND delta.type = %(delta)s
-      AND EXISTS (
-          SELECT 1 FROM runtime_event done
-          WHERE done.submission_id = delta.submission_id AND done.type = %(completed)s AND done.seq > delta.seq
-            AND done.payload->>'partId' = delta.payload->>'partId'
-      )
+    WHERE delta.submission_id = taken.submission_id AND (
+        delta.type = %(progress)s
+        OR delta.type = %(delta)s AND EXISTS (
+            SELECT 1 FROM runtime_event done
+            WHERE done.submission_id = delta.submission_id AND done.type = %(completed)s AND done.seq > delta.seq
+              AND done.payload->>'partId' = delta.payload->>'partId'
+        )
+    )
     RETURNING delta.conversation_id, delta.seq
 ),
 floor AS (
@@ -74,6 +78,7 @@ def compact_settled_runs(*, batch: int = COMPACT_BATCH, now=None) -> Compacted:
                 "batch": batch,
                 "delta": EventType.TEXT_DELTA.value,
                 "completed": EventType.MESSAGE_COMPLETED.value,
+                "progress": EventType.RUN_PROGRESS.value,
             },
         )
         found, marked, removed = cursor.fetchone()

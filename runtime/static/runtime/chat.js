@@ -55,6 +55,7 @@
     active: new Map(), // submissionId -> {messageId, status}
     // toolCallId -> {messageId, toolName, state, input, output, errorCode, errorMessage, device, approval}
     tools: new Map(),
+    progress: new Map(), // messageId -> its transient progress (ImpoProgress), while it runs
     lastSeq: 0,
   };
   const nodes = new Map(); // message id -> {item, body, tools, footer, drawnText}
@@ -165,8 +166,9 @@
     body.className = message.role === "assistant" ? "text markdown" : "text";
     const footer = document.createElement("div");
     footer.className = "footer";
-    item.append(label, tools, body, footer);
-    node = { item, body, tools, footer, drawnText: null };
+    const progress = ImpoProgress.element();
+    item.append(label, progress, tools, body, footer);
+    node = { item, body, tools, footer, progress, drawnText: null };
     nodes.set(message.id, node);
     // In sequence order: before the first message drawn with a later sequence.
     const later = [...list.children].find((child) => {
@@ -188,6 +190,7 @@
     }
     if (message.role !== "assistant") return drawUserFooter(message, node);
     drawTools(id, node);
+    drawProgress(message, node);
     drawFooter(message, node);
     announceIfFinished(message);
   }
@@ -268,6 +271,28 @@
       if (tool.state === "failed" || tool.state === "uncertain" || tool.state === "awaiting_approval") row.open = true;
     }
     for (const row of [...node.tools.children]) if (!seen.has(row.dataset.toolCallId)) row.remove();
+  }
+
+  // The "thinking / doing" line: shown while the reply runs, until reply text follows its latest progress (a wait
+  // or a running tool is said whatever text came before it).
+  function drawProgress(message, node) {
+    const live = liveStatusOf(message.id);
+    const progress = state.progress.get(message.id) || ImpoProgress.empty();
+    const doing = live ? doingWords(message.id, live) : null;
+    const visible = Boolean(live) && (doing !== null || !message.text || message.text.length === progress.textAt);
+    ImpoProgress.draw(node.progress, progress, { doing, visible });
+  }
+
+  function doingWords(messageId, live) {
+    for (const tool of state.tools.values()) {
+      if (tool.messageId !== messageId) continue;
+      const name = ImpoToolCards.title(tool.toolName);
+      if (tool.state === "awaiting_approval") return `Waiting for your approval to run ${name}`;
+      if (tool.state === "accepted") return `Your device is running ${name}`;
+      if (tool.state === "requested" && (tool.device || live === "waiting_device")) return `Waiting for your device to run ${name}`;
+      if (tool.state === "requested") return `Running ${name}…`;
+    }
+    return null;
   }
 
   function toolDetail(tool) {
@@ -473,6 +498,7 @@
       announced.delete(assistantMessage.id);
       // A retry starts the reply again: what its failed attempt showed (tool rows) is not this attempt's.
       for (const [callId, tool] of state.tools) if (tool.messageId === assistantMessage.id) state.tools.delete(callId);
+      state.progress.delete(assistantMessage.id);
       state.active.set(submissionId, { messageId: assistantMessage.id, status: "queued" });
       return [previousLast, userMessage.id, assistantMessage.id];
     },
@@ -490,6 +516,13 @@
       if (!message) return null;
       message.text += event.payload.delta;
       message.status = "streaming";
+      return message.id;
+    },
+    "run.progress"(event) {
+      const message = state.messages.get(event.payload.messageId);
+      if (!message) return null;
+      const progress = state.progress.get(message.id) || ImpoProgress.empty();
+      state.progress.set(message.id, ImpoProgress.take(progress, event.payload, message.text.length));
       return message.id;
     },
     "tool.requested"(event) {
@@ -560,6 +593,7 @@
       message.error = event.payload.error || null;
     }
     state.active.delete(event.submissionId);
+    state.progress.delete(event.payload.messageId); // replaced by the reply: transient, gone with the run
     return event.payload.messageId;
   }
 

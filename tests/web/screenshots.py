@@ -73,3 +73,20 @@ def test_take_the_chats_and_cards_screenshots(save_note_needs_approval, site, us
             shot.locator(".side-task-title", has_text="Water").wait_for(state="detached")
             shot.screenshot(path=OUT / f"chats-search-{width}-{theme}.png")
             shot.close()
+
+
+def test_take_the_progress_line_screenshot(site, user, rebyte_double):
+    """A reply's "thinking / doing" line, opened, while the double reasons slowly before it answers (wide)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    rebyte_double.configure(reasoning_summaries=True)
+    page = site.new_page(viewport=WIDTHS["wide"], color_scheme="light", device_scale_factor=1)
+    log_in(page, user)
+    send_and_wait(page, "Show me a loop in Python.")
+    rebyte_double.configure(delta_delay_ms=2500)  # the summary's four pieces take ten seconds, then a pause
+    send(page, "What should I pack for a weekend in the mountains?")
+    line = last_assistant(page).locator(".progress-line")
+    line.locator("summary", has_text="Thinking: Reading the message").wait_for()
+    line.locator("summary").click()
+    # Its whole thought, in the pause before the reply's first words.
+    last_assistant(page).locator(".progress-detail", has_text="as the script asks").wait_for()
+    page.screenshot(path=OUT / "progress-line.png")

@@ -4,7 +4,7 @@ that opens to the reasoning so far; the reply's first words replace it, and the 
 The double reasons before each answer (its `reasoning_summaries` knob); the second message goes to the session the
 first one created, whose live stream the worker reads from the turn's start."""
 
-from tests.web.conftest import history, last_assistant, log_in, send, send_and_wait
+from tests.web.conftest import history, last_assistant, log_in, run_axe, send, send_and_wait
 
 
 def test_the_progress_line_shows_the_reasoning_during_a_paced_reply_and_the_reply_replaces_it(
@@ -21,6 +21,7 @@ def test_the_progress_line_shows_the_reasoning_during_a_paced_reply_and_the_repl
     line.locator("summary", has_text="Thinking: Reading the message").wait_for()
     line.locator("summary").click()  # it opens to the reasoning so far
     reply.locator(".progress-detail", has_text="The message says").wait_for()
+    assert run_axe(browser_page) == []
 
     reply.locator(".text", has_text="Echo:").wait_for()
     assert line.is_hidden()  # replaced by the reply's first words

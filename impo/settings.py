@@ -338,22 +338,17 @@ IMPO_SESSION_MAX_TURNS = env.int("IMPO_SESSION_MAX_TURNS", default=8)
 IMPO_SESSION_MAX_CONTEXT_TOKENS = env.int("IMPO_SESSION_MAX_CONTEXT_TOKENS", default=12_000)
 
 # Provider recovery (docs/design.md §1.4, §5): how long a listing may lag behind a create before "absent" is believed;
-# the backoff cap while the provider is unavailable; how often a followed turn is re-read while its live stream is
-# quiet; how long a sent input may take to show up as a turn before it is resent.
+# the backoff cap; how often a followed turn is re-read while its stream is quiet; when an unseen input is resent.
 IMPO_REBYTE_LISTING_GRACE_SECONDS = env.float("IMPO_REBYTE_LISTING_GRACE_SECONDS", default=10.0)
 IMPO_PROVIDER_BACKOFF_CAP_SECONDS = env.float("IMPO_PROVIDER_BACKOFF_CAP_SECONDS", default=30.0)
 IMPO_PROVIDER_POLL_SECONDS = env.float("IMPO_PROVIDER_POLL_SECONDS", default=0.5)
 IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
-# The reasoning summaries each new session asks for (`reasoning.summary` of its agent override): `auto`, `concise`,
-# `detailed`, or empty for none. Impo shows them as transient progress above the reply (docs/design.md §1.5).
+# Reasoning summaries new sessions ask for, shown as progress (docs/provider.md): auto, concise, detailed, empty: none.
 REBYTE_REASONING_SUMMARY = env("REBYTE_REASONING_SUMMARY", default="auto")
-if REBYTE_REASONING_SUMMARY not in ("", "auto", "concise", "detailed"):
-    raise ImproperlyConfigured("REBYTE_REASONING_SUMMARY must be auto, concise, detailed or empty")
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
-# Every web process checks all of its open conversation sockets for events whose live push was lost in one query
-# per interval; while Redis (the push) is unreachable it reads the log more often.
+# Each web process checks its sockets for events whose push was lost, one query per interval (more often without Redis).
 IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
 IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
 

@@ -41,6 +41,8 @@ PAGE_SIZE = 100
 # A scan that would need more pages than this is refused rather than reported as "nothing found".
 MAX_PAGES = 100
 _REFUSAL_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
+# `reasoning.summary` of the SDK's AgentReasoningParam.
+REASONING_SUMMARIES = frozenset({"auto", "concise", "detailed"})
 
 
 class ProviderError(Exception):
@@ -114,6 +116,7 @@ class RebyteGateway:
     attributes)` opens a span around each call (it yields the span, or None) for whoever traces calls.
     `before_call()` runs before each call waits on the network (a caller gives back what it must not hold while
     waiting). `connections` caps the HTTP connections kept to the provider: one per live stream and call in flight.
+    `reasoning_summary` (one of REASONING_SUMMARIES, or None for none) is what the sessions it creates ask for.
     """
 
     def __init__(
@@ -128,7 +131,11 @@ class RebyteGateway:
         span: Callable[[str, dict], AbstractContextManager] = _untraced,
         before_call: Callable[[], None] | None = None,
         connections: int | None = None,
+        reasoning_summary: str | None = None,
     ):
+        if reasoning_summary is not None and reasoning_summary not in REASONING_SUMMARIES:
+            raise ValueError(f"reasoning_summary must be one of {sorted(REASONING_SUMMARIES)} or None")
+        self._reasoning_summary = reasoning_summary
         http_client = None
         if connections is not None:
             limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
@@ -208,16 +215,15 @@ class RebyteGateway:
         input_parts: list[str],
         metadata: dict[str, str],
         instructions: str | None = None,
-        reasoning_summary: str | None = None,
     ) -> AgentSession:
         """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life, and
         `instructions`, when given, stand for the saved agent's in this session (the SDK's session override), as
-        `reasoning_summary` (`auto`, `concise`, `detailed`) asks for reasoning summaries on its live stream."""
+        the gateway's `reasoning_summary` asks for reasoning summaries on its live stream."""
         override: dict = {"tools": tools}
         if instructions is not None:
             override["instructions"] = instructions
-        if reasoning_summary is not None:
-            override["reasoning"] = {"summary": reasoning_summary}
+        if self._reasoning_summary is not None:
+            override["reasoning"] = {"summary": self._reasoning_summary}
         with self._call("create_session", creates=True):
             return self._once.beta.agents.sessions.create(
                 environment={"type": "none"},

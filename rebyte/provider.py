@@ -26,6 +26,7 @@ def provider_gateway() -> RebyteGateway:
         settings.REBYTE_API_KEY,
         settings.REBYTE_TIMEOUT_SECONDS,
         settings.REBYTE_STREAM_TIMEOUT_SECONDS,
+        settings.REBYTE_REASONING_SUMMARY,
     )
     with _gateways_lock:
         gateway = _gateways.get(key)
@@ -40,5 +41,6 @@ def provider_gateway() -> RebyteGateway:
                 before_call=release_connection,
                 # Each run in flight holds a live stream and makes one call at a time.
                 connections=2 * settings.IMPO_WORKER_CONCURRENCY + 10,
+                reasoning_summary=settings.REBYTE_REASONING_SUMMARY or None,
             )
         return gateway

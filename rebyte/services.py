@@ -194,7 +194,6 @@ def _send_create(intent: CreationIntent, gateway: RebyteGateway, agent: SavedAge
         instructions=session_instructions(intent),
         input_parts=intent.request["input_parts"],
         metadata=intent.metadata,
-        reasoning_summary=settings.REBYTE_REASONING_SUMMARY or None,
     )
     return session.id
 

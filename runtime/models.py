@@ -300,9 +300,7 @@ class EventType(models.TextChoices):
     RUN_PENDING_RECONCILIATION = "run.pending_reconciliation"
     # The provider had lost the run's session (or agent): the run went on in a new one, with the carry.
     RUN_SESSION_REPLACED = "run.session_replaced"
-    # What the agent is doing while no reply text says it (its reasoning summary): transient, never the reply's
-    # text, removed with the run's deltas once it settled (runtime/services/retention.py).
-    RUN_PROGRESS = "run.progress"
+    RUN_PROGRESS = "run.progress"  # what the agent is doing (its reasoning): transient, never the reply's text
 
 
 class Event(models.Model):

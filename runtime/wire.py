@@ -4,6 +4,8 @@ from runtime.models import Event
 
 
 def event_to_wire(event: Event) -> dict:
+    """One stored event as every transport sends it; `type` is an `EventType` (docs/api.md, "The websocket"), and a
+    `run.progress` event is transient: never part of the reply's text, compacted once its run settled."""
     return {
         "seq": event.seq,
         "type": event.type,

@@ -19,6 +19,12 @@ _EXAMPLE = "\n".join(
     [
         'data: {"type":"start","messageId":"<assistant message id>"}',
         "",
+        'data: {"type":"reasoning-start","id":"<step id>"}',
+        "",
+        'data: {"type":"reasoning-delta","id":"<step id>","delta":"**Reading the message**"}',
+        "",
+        'data: {"type":"reasoning-end","id":"<step id>"}',
+        "",
         'data: {"type":"text-start","id":"<part id>"}',
         "",
         'data: {"type":"text-delta","id":"<part id>","delta":"Echo: hello"}',
@@ -41,8 +47,10 @@ def add_submission_stream(result, generator, request, public):
             "description": "Each open rebuilds the whole current reply from the event log, then follows it live;"
             " the header `x-vercel-ai-ui-message-stream: v1` names the format. A reply that ends sends `finish`"
             " and `[DONE]`; a stream that can no longer read the log ends with an `error` part and no `finish`:"
-            " reconcile with `GET /api/v1/submissions/{id}`. Closing the stream never cancels the run. No query"
-            " parameters; a session cookie or `Authorization: Bearer <token>`.",
+            " reconcile with `GET /api/v1/submissions/{id}`. The agent's reasoning summaries, transient progress,"
+            " come as `reasoning-start|delta|end` parts (absent once a settled run's progress was compacted)."
+            " Closing the stream never cancels the run. No query parameters; a session cookie or"
+            " `Authorization: Bearer <token>`.",
             "tags": ["v1"],
             "parameters": [
                 {

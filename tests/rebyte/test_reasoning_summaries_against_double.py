@@ -10,6 +10,7 @@ import pytest
 from openai.types.beta import AgentReasoningItem
 
 from impo.devstack import wait_until
+from rebyte.client import RebyteGateway
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
 SUMMARY_EVENTS = (
@@ -122,3 +123,16 @@ def test_the_agent_reports_its_reasoning_configuration_and_refuses_an_unknown_su
 
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_value"
     assert knob.status_code == 400
+
+
+def test_the_gateway_asks_its_sessions_for_the_summaries_it_was_given_and_refuses_another_kind(rebyte_double):
+    with rebyte_double.gateway(reasoning_summary="concise") as asking, rebyte_double.gateway() as silent:
+        agent = asking.create_agent(model="rebyte-echo", name="a", instructions="i", metadata={"k": uuid.uuid4().hex})
+        summaries = [
+            gateway.create_session(agent_id=agent.id, tools=[], input_parts=["hi"], metadata={}).agent.reasoning.summary
+            for gateway in (asking, silent)
+        ]
+
+    assert summaries == ["concise", None]
+    with pytest.raises(ValueError):
+        RebyteGateway(rebyte_double.api_url, "k", timeout=1, stream_timeout=1, reasoning_summary="loud")

@@ -29,6 +29,7 @@ class Command(BaseCommand):
             settings.REBYTE_API_KEY,
             timeout=settings.REBYTE_TIMEOUT_SECONDS,
             stream_timeout=settings.REBYTE_STREAM_TIMEOUT_SECONDS,
+            reasoning_summary=settings.REBYTE_REASONING_SUMMARY or None,
         )
         try:
             with gateway:

@@ -18,7 +18,13 @@ from rebyte.double.agent import reasoning_summary
 from runtime.models import Event, EventType
 from runtime.services import retention
 from tests.client import post_message, token_of
-from tests.realtime.test_submission_stream import completed, read_stream, read_with_the_ai_sdk, text_of
+from tests.realtime.test_submission_stream import (
+    completed,
+    read_stream,
+    read_with_the_ai_sdk,
+    subscribed_reader,
+    text_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,6 +106,25 @@ def test_the_sse_stream_tells_the_reasoning_as_a_reasoning_part_before_the_text(
     assert reasoning[1]["delta"] == reasoning_summary("reason aloud")  # a reconstruction sends it at once
     assert kinds.index("reasoning-end") < kinds.index("text-start")
     assert text_of(items) == "Echo: reason aloud"
+
+
+def test_a_stream_followed_while_the_agent_reasons_gets_the_whole_reasoning_then_the_reply(
+    workers, web, api, user, rebyte_double, reasoning_replies
+):
+    completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
+    rebyte_double.configure(delta_delay_ms=400)  # the summary takes more than a second: the reader joins before
+    receipt = post_message(api, "reason while watched", client_message_id="m-2")
+    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
+    reader.join(timeout=60)
+
+    [items] = results
+    chunks = [item for item in items if item != "[DONE]"]
+    kinds = [chunk["type"] for chunk in chunks]
+    said = "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "reasoning-delta")
+    assert said == reasoning_summary("reason while watched")
+    assert kinds.count("reasoning-start") == kinds.count("reasoning-end") == 1
+    assert kinds.index("reasoning-end") < kinds.index("text-start") and kinds[-1] == "finish"
+    assert text_of(items) == "Echo: reason while watched"
 
 
 def test_the_ai_sdk_reader_keeps_the_reasoning_as_a_reasoning_part_beside_the_text(

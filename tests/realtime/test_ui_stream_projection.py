@@ -177,3 +177,66 @@ def test_a_part_completed_with_its_deltas_sends_no_text_twice():
         ("text-delta", " there"),
         ("text-end", None),
     ]
+
+
+def thinking(delta, *, text=None, step="thinking-rs1-0"):
+    payload = {"messageId": "msg-1", "stepId": step, "kind": "thinking", "status": "running", "delta": delta}
+    if text is not None:
+        payload.update(status="completed", text=text)
+    return (EventType.RUN_PROGRESS, payload)
+
+
+def reasoning(chunks) -> list[tuple]:
+    return [(c["type"], c.get("delta")) for c in chunks if c["type"].startswith("reasoning-")]
+
+
+def test_progress_is_a_reasoning_part_that_ends_the_run_step_and_comes_before_the_text():
+    chunks = fed(
+        STARTED,
+        thinking("**Plan**"),
+        thinking(" it", text="**Plan** it"),
+        (EventType.TEXT_DELTA, {"partId": "p1", "delta": "Hi"}),
+    )
+
+    assert reasoning(chunks) == [
+        ("reasoning-start", None),
+        ("reasoning-delta", "**Plan**"),
+        ("reasoning-delta", " it"),
+        ("reasoning-end", None),
+    ]
+    assert steps(chunks) == [("step-run-sub-1", "run", "running"), ("step-run-sub-1", "run", "completed")]
+    kinds = [c["type"] for c in chunks]
+    assert kinds.index("reasoning-end") < kinds.index("text-start")
+
+
+def test_a_step_seen_only_at_its_end_is_told_whole_and_a_late_repeat_adds_nothing():
+    chunks = fed(thinking("", text="**Whole** thought"), thinking("", text="**Whole** thought"))
+
+    assert reasoning(chunks) == [
+        ("reasoning-start", None),
+        ("reasoning-delta", "**Whole** thought"),
+        ("reasoning-end", None),
+    ]
+
+
+def test_a_run_that_ends_while_it_reasons_closes_its_reasoning_before_it_finishes():
+    chunks = fed(thinking("half a"), (EventType.RUN_CANCELLED, {"status": "cancelled"}))
+
+    assert [c["type"] for c in chunks][-5:] == [
+        "reasoning-delta",
+        "reasoning-end",
+        "abort",
+        "data-instant-submission",
+        "finish",
+    ]
+
+
+def test_a_reconstruction_sends_each_steps_reasoning_at_once():
+    chunks = compact(fed(thinking("a"), thinking("b"), thinking("c", step="thinking-rs2-0")))
+
+    assert [(c["type"], c.get("id"), c.get("delta")) for c in chunks if c["type"].startswith("reasoning-")] == [
+        ("reasoning-start", "thinking-rs1-0", None),
+        ("reasoning-delta", "thinking-rs1-0", "ab"),
+        ("reasoning-start", "thinking-rs2-0", None),
+        ("reasoning-delta", "thinking-rs2-0", "c"),
+    ]

@@ -41,6 +41,15 @@ class ImpoUvicornWorker(UvicornWorker):
         # (docs/operations.md "Security").
         install_on_web_server_loggers()
 
+    def run(self):
+        # The event loop's server owns a listener from the moment it serves on it (asyncio's `create_server(sock=)`
+        # contract), and uvloop closes its descriptor when the server closes. Handed gunicorn's wrapper, uvloop then
+        # calls the wrapper's close on a descriptor already gone, and the wrapper logs "Error while closing socket
+        # [Errno 9] Bad file descriptor" at every shutdown. Handed the socket itself, uvloop detaches it instead, and
+        # uvicorn's own close of it afterwards does nothing.
+        self.sockets = [listener.sock for listener in self.sockets]
+        super().run()
+
 
 _host = os.environ.get("IMPO_WEB_HOST", "127.0.0.1")
 bind = f"{_host}:{os.environ.get('IMPO_WEB_PORT', '8000')}"

@@ -6,22 +6,26 @@ line per client and route when the interval ends, e.g.
 
 A client that keeps failing therefore costs its first line and one summary per interval, whatever its rate, and a
 flood that stops still has its summary written: a thread of the process writes the summaries every interval (also
-when no request comes any more), and once more as the process exits. At most `max_keys` clients and routes are
-kept per interval; a flood from more addresses than that (spoofed or many) is counted together, in one more line,
-so the log and the memory stay bounded. docs/operations.md "Logs" lists the lines.
+when no request comes any more), and a web process writes them once more when it stops (impo/web_server.py). At
+most `max_keys` clients and routes are kept per interval; a flood from more addresses than that (spoofed or many)
+is counted together, in one more line, so the log and the memory stay bounded. docs/operations.md "Logs" lists the
+lines.
 """
 
-import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from collections import Counter
 
 from django.utils.functional import empty
 
 SUMMARISED = {401: "authentication failed", 429: "rate limited"}
 summary_logger = logging.getLogger("impo.client_errors")
+
+# Every filter made by the logging configuration, for `flush_all`.
+_filters: weakref.WeakSet = weakref.WeakSet()
 
 OVERFLOW_CLIENT = "other clients"
 OVERFLOW_ROUTE = "any route"
@@ -55,6 +59,7 @@ class RepeatedRefusals(logging.Filter):
         self._held: Counter = Counter()
         self._lock = threading.Lock()
         self._flusher_pid = None
+        _filters.add(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)
@@ -80,7 +85,6 @@ class RepeatedRefusals(logging.Filter):
             return
         self._flusher_pid = os.getpid()
         threading.Thread(target=self._flush_every_interval, name="refusal-summaries", daemon=True).start()
-        atexit.register(self.flush)
 
     def _flush_every_interval(self) -> None:
         while True:
@@ -103,3 +107,9 @@ class RepeatedRefusals(logging.Filter):
                     self.interval,
                     SUMMARISED[status],
                 )
+
+
+def flush_all() -> None:
+    """Writes what every filter holds back now (a process about to exit)."""
+    for refusals in list(_filters):
+        refusals.flush()

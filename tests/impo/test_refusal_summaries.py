@@ -52,6 +52,15 @@ def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(web):
     assert secret not in log
 
 
+def test_a_web_process_stopping_mid_interval_writes_its_summary_as_it_exits(stack):
+    process, url = start_web(stack, processes=1, env={"IMPO_LOG_SUMMARY_SECONDS": "3600"})
+    for _ in range(10):
+        assert httpx.get(f"{url}/api/v1/tasks", timeout=30).status_code == 401
+
+    process.stop(timeout=60)
+    assert summaries(process.log_text(), 401) == [(9, "address 127.0.0.1", "api/v1/tasks")]
+
+
 def test_a_flood_of_429s_is_summarised_per_user_and_route(web, user):
     process, url = web
     token = Token.objects.create(user=user).key

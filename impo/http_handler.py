@@ -10,6 +10,9 @@ from impo.edge import BodyRefused, declared_length, read_bounded_body, refusal_h
 
 # Threads kept for later requests; a burst above this (long streams, say) leaves only this many idle behind it.
 MAX_IDLE_THREADS = 32
+# A synchronous streaming body (a static file, the export) is read on the request's thread in pieces of about this
+# size, each sent before the next is read.
+STREAM_PIECE_BYTES = 64 * 1024
 
 
 class HttpHandler(ASGIHandler):
@@ -28,6 +31,9 @@ class HttpHandler(ASGIHandler):
       Django's own handler.
     - The body is read within a deadline and a size bound, whatever its framing, and a chunked body's length is
       what the request then says (impo/edge.py).
+    - A streaming response with a synchronous iterator (WhiteNoise's static files, the account export) is read on
+      the request's thread piece by piece. Django's own handler reads the whole of it into memory first, warning
+      "StreamingHttpResponse must consume synchronous iterators" once in each web process.
     """
 
     def __init__(self):
@@ -65,6 +71,11 @@ class HttpHandler(ASGIHandler):
         except BodyRefused as refused:
             await _refuse(scope, send, refused.refusal)
 
+    async def send_response(self, response, send):
+        if response.streaming and not response.is_async:
+            response.streaming_content = _read_in_pieces(response.streaming_content)
+        await super().send_response(response, send)
+
     async def read_body(self, receive):
         return await read_bounded_body(
             receive, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE, seconds=settings.IMPO_WEB_BODY_SECONDS
@@ -78,6 +89,24 @@ class HttpHandler(ASGIHandler):
             request.META["CONTENT_LENGTH"] = str(body_file.tell())
             body_file.seek(0)
         return request, error_response
+
+
+async def _read_in_pieces(content):
+    """Yields a synchronous iterator's bytes, read on the request's thread (where its database connection is)."""
+    pieces = iter(content)
+    while piece := await sync_to_async(_next_piece, thread_sensitive=True)(pieces):
+        yield piece
+
+
+def _next_piece(pieces) -> bytes:
+    """The next chunks of `pieces` joined, about STREAM_PIECE_BYTES of them; b"" once they are all read."""
+    joined, size = [], 0
+    for chunk in pieces:
+        joined.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_PIECE_BYTES:
+            break
+    return b"".join(joined)
 
 
 async def _refuse(scope, send, refusal: ApplicationError) -> None:

@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from impo.core.log_levels import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -287,27 +289,10 @@ TEMPORAL_TASK_QUEUE = env("TEMPORAL_TASK_QUEUE", default="impo-scheduling")
 IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS = env.float("IMPO_SCHEDULE_DISCOVERY_INTERVAL_SECONDS", default=30.0)
 IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS = env.float("IMPO_SCHEDULE_SIGNAL_TIMEOUT_SECONDS", default=2.0)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # No token or Authorization value reaches a log (impo/core/log_redaction.py); a client's 4xx is INFO, not WARNING.
-    "filters": {
-        "secrets": {"()": "impo.core.log_redaction.SecretRedaction"},
-        "client_errors_at_info": {"()": "impo.core.log_levels.ClientErrorsAtInfo"},
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["secrets", "client_errors_at_info"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    # A line per provider request (hundreds a second from a busy worker) says nothing a span does not. httpx's line
-    # would also name a URL a user gave (a push endpoint is a capability: whoever holds it can wake the browser).
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
-}
+# What logs at which level, without secrets (docs/operations.md "Logs"); repeated 401s and 429s are written as one
+# line per client and route per IMPO_LOG_SUMMARY_SECONDS.
+IMPO_LOG_SUMMARY_SECONDS = env.float("IMPO_LOG_SUMMARY_SECONDS", default=60.0)
+LOGGING = logging_config(env("LOG_LEVEL", default="INFO"), summary_seconds=IMPO_LOG_SUMMARY_SECONDS)
 
 # Execution: leases fence workers; the sweeper re-wakes what the broker lost.
 IMPO_RUN_LEASE_SECONDS = env.float("IMPO_RUN_LEASE_SECONDS", default=30.0)

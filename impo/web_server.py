@@ -9,10 +9,12 @@ may serve any client. Settings come from the environment (docs/operations.md "Co
 
 import ipaddress
 import os
+import signal
 
 from uvicorn.workers import UvicornWorker
 
 from impo.core.log_redaction import install_on_web_server_loggers
+from impo.core.log_summaries import flush_all as flush_refusal_summaries
 
 # Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
 # default, a client could pose as any address to the login throttle.
@@ -40,6 +42,29 @@ class ImpoUvicornWorker(UvicornWorker):
         # uvicorn logs every socket's path with its query string, where a native app's token is
         # (docs/operations.md "Security").
         install_on_web_server_loggers()
+
+    def init_signals(self):
+        super().init_signals()
+        # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again against the handler found
+        # before it started: this one, which writes the summaries of the 401s and 429s counted since the last
+        # interval (impo/core/log_summaries.py) and lets the signal end the process as before.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _summarise_then_end)
+
+    def run(self):
+        # The event loop's server owns a listener from the moment it serves on it (asyncio's `create_server(sock=)`
+        # contract), and uvloop closes its descriptor when the server closes. Handed gunicorn's wrapper, uvloop then
+        # calls the wrapper's close on a descriptor already gone, and the wrapper logs "Error while closing socket
+        # [Errno 9] Bad file descriptor" at every shutdown. Handed the socket itself, uvloop detaches it instead, and
+        # uvicorn's own close of it afterwards does nothing.
+        self.sockets = [listener.sock for listener in self.sockets]
+        super().run()
+
+
+def _summarise_then_end(signum, frame):
+    flush_refusal_summaries()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 _host = os.environ.get("IMPO_WEB_HOST", "127.0.0.1")

@@ -59,7 +59,9 @@ def slot_node_name(name: str, slot: int) -> str:
     return f"{local}.{slot}{at}{domain}"
 
 
-def _die_with_the_supervisor(supervisor_pid: int):
+def die_with_the_supervisor(supervisor_pid: int):
+    """A `preexec_fn` for a child that must not outlive `supervisor_pid` (the kernel's parent-death signal)."""
+
     def set_parent_death_signal() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -68,6 +70,22 @@ def _die_with_the_supervisor(supervisor_pid: int):
             os._exit(1)
 
     return set_parent_death_signal
+
+
+# Celery warns in every worker process that runs as root; the host's processes share one user, so the warning is
+# kept in the first only (a `-W` filter by the message's opening words: the category's module is not importable
+# when Python reads its warning options).
+ROOT_WARNING_FILTER = "ignore:You're running the worker with superuser privileges"
+
+
+def _slot_environment(number: int) -> dict[str, str] | None:
+    if number == 0:
+        return None
+    configured = os.environ.get("PYTHONWARNINGS")
+    return {
+        **os.environ,
+        "PYTHONWARNINGS": f"{configured},{ROOT_WARNING_FILTER}" if configured else ROOT_WARNING_FILTER,
+    }
 
 
 @dataclass
@@ -80,7 +98,9 @@ class _Slot:
     restart_at: float = 0.0
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv, preexec_fn=_die_with_the_supervisor(os.getpid()))
+        self.process = subprocess.Popen(
+            self.argv, env=_slot_environment(self.number), preexec_fn=die_with_the_supervisor(os.getpid())
+        )
         self.started_at = time.monotonic()
         logger.info("worker %s started (pid %s)", self.number, self.process.pid)
 

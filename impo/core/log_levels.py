@@ -1,4 +1,6 @@
-"""A client's mistake is not the server's: Django logs every 4xx answer (`django.request`) as a WARNING, which
+"""The processes' logging (Django's LOGGING, docs/operations.md "Logs").
+
+A client's mistake is not the server's: Django logs every 4xx answer (`django.request`) as a WARNING, which
 buried the lines an operator needs (a failed run, a worker that lost its lease) under every 404 and 401. The
 console handler writes those at INFO; 5xx stay ERROR."""
 
@@ -11,3 +13,34 @@ class ClientErrorsAtInfo(logging.Filter):
         if record.name == "django.request" and isinstance(status, int) and 400 <= status < 500:
             record.levelno, record.levelname = logging.INFO, "INFO"
         return True
+
+
+def logging_config(level: str, *, summary_seconds: float) -> dict:
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+        # No token or Authorization value reaches a log (impo/core/log_redaction.py); a client's 4xx is INFO.
+        "filters": {
+            "secrets": {"()": "impo.core.log_redaction.SecretRedaction"},
+            "client_errors_at_info": {"()": "impo.core.log_levels.ClientErrorsAtInfo"},
+            "repeated_refusals": {"()": "impo.core.log_summaries.RepeatedRefusals", "interval": summary_seconds},
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "plain",
+                "filters": ["secrets", "client_errors_at_info"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # A line per provider request (hundreds a second from a busy worker) says nothing a span does not.
+            # httpx's line would also name a URL a user gave (a push endpoint is a capability: whoever holds it can
+            # wake the browser).
+            "httpx2": {"level": "WARNING"},
+            "httpx": {"level": "WARNING"},
+            # A client repeating a 401 or a 429 costs a line and a summary per interval, not a line per request.
+            "django.request": {"filters": ["repeated_refusals"]},
+        },
+    }

@@ -118,7 +118,8 @@ class Submission(models.Model):
     client_message_id = models.CharField(max_length=256)
     # SHA-256 of the canonical command (target + body): a replay must match it to get the receipt.
     request_fingerprint = models.CharField(max_length=64)
-    user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
+    # Shared by every attempt at its reply: a regeneration is a submission of its own (docs/api.md "Regenerate").
+    user_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
     assistant_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
     device_id = models.UUIDField(null=True, blank=True)
     client_context = models.JSONField(default=dict, blank=True)

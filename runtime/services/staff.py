@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from impo.core.error_codes import ErrorCode, RunError
 from impo.core.errors import Conflict, NotFound
-from runtime import locks, outbound
+from runtime import attempts, locks, outbound
 from runtime.models import (
     EventType,
     Message,
@@ -75,6 +75,11 @@ def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run
     retries = StaffRunAction.objects.filter(run=run, batch=retry_id, kind=StaffRunActionKind.RETRY)
     if retries.filter(outcome=StaffRunActionOutcome.QUEUED_AGAIN).exists():
         return None
+    if attempts.is_replaced(run.submission):
+        # Its regeneration holds the conversation's provider session now: the old attempt is history.
+        raise Conflict(
+            "This reply was regenerated; only its latest version can be tried again.", code=ErrorCode.NOT_RETRYABLE
+        )
     if reopen_failed_run(run, actor=owner, batch=retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
         raise Conflict("Only a failed reply can be tried again.", code=ErrorCode.NOT_RETRYABLE)
     return run

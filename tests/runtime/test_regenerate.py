@@ -4,7 +4,10 @@ that never saw the reply it replaces, the replaced reply kept as an earlier atte
 import uuid
 
 from runtime.models import Run, RunState, Submission
-from tests.client import finished_run, history, post, post_message, start_task
+from tests.client import finished_run, history, post, post_message, start_task, token_of
+from tests.concurrency import all_at_once
+from tests.conftest import bearer_client
+from tests.realtime.test_submission_stream import assert_well_formed, read_stream, text_of
 
 
 def regenerate(client, message_id, client_message_id: str = "r-1", **fields):
@@ -191,3 +194,36 @@ def test_a_regenerated_failure_is_tried_again_on_its_latest_version_only(workers
 
     assert (old.status_code, old.json()["error"]["code"]) == (409, "not_retryable")
     assert new.status_code == 202
+
+
+def test_the_new_attempt_streams_as_its_own_reply(workers, shared_web, api, user):
+    replaced = replied(api, "beta", "m-1")
+    receipt = regenerate(api, reply_of(replaced)).json()
+    finished_run(receipt["submissionId"])
+
+    _, items = read_stream(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+
+    assert_well_formed(items)
+    assert items[0]["messageId"] == receipt["messageId"]
+    assert text_of(items) == "Echo: beta"
+
+
+def test_regenerations_of_one_reply_racing_admit_one_new_attempt(workers, user):
+    replaced = replied(bearer_client(user), "beta", "m-1")
+    clients = [bearer_client(user) for _ in range(4)]
+
+    responses = all_at_once(4, lambda index: regenerate(clients[index], reply_of(replaced), f"r-{index}"))
+
+    assert sorted(response.status_code for response in responses) == [202, 409, 409, 409]
+    assert Submission.objects.filter(user_message_id=replaced.submission.user_message_id).count() == 2
+
+
+def test_one_regeneration_sent_many_times_at_once_gets_one_receipt(workers, user):
+    replaced = replied(bearer_client(user), "beta", "m-1")
+    clients = [bearer_client(user) for _ in range(4)]
+
+    responses = all_at_once(4, lambda index: regenerate(clients[index], reply_of(replaced), "r-1"))
+
+    assert [response.status_code for response in responses] == [202] * 4
+    assert len({response.json()["submissionId"] for response in responses}) == 1
+    assert Submission.objects.count() == 2

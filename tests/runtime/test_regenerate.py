@@ -3,7 +3,8 @@ that never saw the reply it replaces, the replaced reply kept as an earlier atte
 
 import uuid
 
-from runtime.models import Run, RunState, Submission
+from runtime.execution import retries
+from runtime.models import Run, RunState, StaffRunActionOutcome, Submission
 from tests.client import finished_run, history, post, post_message, start_task, token_of
 from tests.concurrency import all_at_once
 from tests.conftest import bearer_client
@@ -194,6 +195,17 @@ def test_a_regenerated_failure_is_tried_again_on_its_latest_version_only(workers
 
     assert (old.status_code, old.json()["error"]["code"]) == (409, "not_retryable")
     assert new.status_code == 202
+
+
+def test_staff_do_not_retry_a_replaced_failure_either(workers, api, staff):
+    replaced = replied(api, "/fail", "m-1")
+    finished_run(regenerate(api, reply_of(replaced)).json()["submissionId"])
+
+    outcome = retries.staff_retry_failed_run(replaced.id, actor=staff, batch=uuid.uuid4())
+
+    assert outcome == StaffRunActionOutcome.REPLACED
+    replaced.refresh_from_db()
+    assert (replaced.state, replaced.retries) == (RunState.FAILED, 0)
 
 
 def test_the_new_attempt_streams_as_its_own_reply(workers, shared_web, api, user):

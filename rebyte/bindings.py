@@ -32,16 +32,18 @@ def forget_remote_turn(run: Run) -> None:
 
 
 def bind_session(
-    remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequence: int
+    remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequences: tuple[int, int]
 ) -> None:
-    """The run's input goes to this session (its user message at `message_sequence`, the reply after it)."""
+    """The run's input goes to this session; `message_sequences` are its user message's and its reply's (the reply
+    of a regeneration comes later than the message after it)."""
     remote_turn.session = session
     remote_turn.baseline_turn_ids = baseline_turn_ids
     remote_turn.pending_intent = None
     remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
+    user_sequence, reply_sequence = message_sequences
     RemoteSession.objects.filter(id=session.id).update(
-        first_message_sequence=Coalesce(F("first_message_sequence"), Value(message_sequence)),
-        last_message_sequence=message_sequence + 1,
+        first_message_sequence=Coalesce(F("first_message_sequence"), Value(user_sequence)),
+        last_message_sequence=reply_sequence,
     )
 
 

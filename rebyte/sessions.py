@@ -20,8 +20,11 @@ logger = logging.getLogger(__name__)
 BYTES_PER_TOKEN = 3
 
 
-def usable_session(conversation: Conversation, *, fingerprint: str, now: datetime) -> RemoteSession | None:
-    """The conversation's current session if the next turn may go to it; a spent one is retired here."""
+def usable_session(
+    conversation: Conversation, *, fingerprint: str, now: datetime, regenerating: bool = False
+) -> RemoteSession | None:
+    """The conversation's current session if the next turn may go to it; a spent one is retired here, and so is one
+    holding a reply that the next turn regenerates (`regenerating`): that turn needs a session without it."""
     current = (
         RemoteSession.objects.select_related("intent", "conversation")
         .filter(conversation=conversation, state=SessionState.CURRENT)
@@ -29,7 +32,7 @@ def usable_session(conversation: Conversation, *, fingerprint: str, now: datetim
     )
     if current is None:
         return None
-    reason = rotation_reason(current, fingerprint=fingerprint, now=now)
+    reason = "regenerated" if regenerating else rotation_reason(current, fingerprint=fingerprint, now=now)
     if not reason:
         return current
     # Conditional, so two callers that both see a spent session retire it once.

@@ -118,7 +118,7 @@ class Submission(models.Model):
     client_message_id = models.CharField(max_length=256)
     # SHA-256 of the canonical command (target + body): a replay must match it to get the receipt.
     request_fingerprint = models.CharField(max_length=64)
-    user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
+    user_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")  # shared by its attempts
     assistant_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="+")
     device_id = models.UUIDField(null=True, blank=True)
     client_context = models.JSONField(default=dict, blank=True)
@@ -336,6 +336,7 @@ class StaffRunActionKind(models.TextChoices):
 class StaffRunActionOutcome(models.TextChoices):
     QUEUED_AGAIN = "queued_again"
     NOT_FAILED = "not_failed"
+    REPLACED = "replaced"  # failed, but regenerated since: only the latest attempt is retried
     CANCELLED = "cancelled"
     CANCEL_REQUESTED = "cancel_requested"
     ALREADY_FINISHED = "already_finished"

@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce
 
 from impo.core.errors import NotFound
 from runtime import subscribers
+from runtime.attempts import attempt_ids_by_user_message, later_attempt
 from runtime.models import (
     ACTIVE_RUN_STATES,
     Conversation,
@@ -127,32 +128,42 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
 
 
 def messages_to_wire(messages: list[Message]) -> list[dict]:
-    """Messages as history shows them: each reply with its tool calls and why its run failed, if it did."""
+    """Messages as history shows them: each reply with its tool calls, why its run failed, if it did, and its place
+    among the attempts at its user message (docs/api.md "Regenerate")."""
     assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
     tool_states = tool_states_by_assistant_message(assistant_ids)
     runs = _runs_by_assistant_message(assistant_ids)
+    attempts = attempt_ids_by_user_message(user_message_id for _, _, user_message_id in runs.values())
     return [
-        _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None)))
+        _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None, None)), attempts)
         for message in messages
     ]
 
 
-def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None]]:
-    """Each of these replies' submission id, and why its run failed (or is parked) as the terminal event said it."""
+def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None, uuid.UUID]]:
+    """Each of these replies' submission id, why its run failed (or is parked) as the terminal event said it, and the
+    user message it answers."""
     runs = Run.objects.filter(submission__assistant_message_id__in=message_ids).values_list(
-        "submission__assistant_message_id", "submission_id", "error_code", "error_message", "error_retryable"
+        "submission__assistant_message_id",
+        "submission_id",
+        "error_code",
+        "error_message",
+        "error_retryable",
+        "submission__user_message_id",
     )
     return {
         assistant_message_id: (
             str(submission_id),
             {"code": code, "message": message, "retryable": retryable} if code else None,
+            user_message_id,
         )
-        for assistant_message_id, submission_id, code, message, retryable in runs
+        for assistant_message_id, submission_id, code, message, retryable, user_message_id in runs
     }
 
 
-def _message_to_wire(message: Message, tools: list[dict], run: tuple[str, dict | None]) -> dict:
-    submission_id, error = run
+def _message_to_wire(message: Message, tools: list[dict], run: tuple, attempts: dict) -> dict:
+    submission_id, error, reply_to = run
+    attempt_ids = attempts.get(reply_to, [])
     return {
         "id": str(message.id),
         "role": message.role,
@@ -163,6 +174,9 @@ def _message_to_wire(message: Message, tools: list[dict], run: tuple[str, dict |
         "submissionId": submission_id,
         "tools": tools,
         "error": error,
+        "replyTo": str(reply_to) if reply_to else None,
+        "attempt": attempt_ids.index(message.id) + 1 if attempt_ids else None,
+        "attemptIds": [str(attempt_id) for attempt_id in attempt_ids],
     }
 
 
@@ -359,13 +373,15 @@ CARRY_TOTAL_CHARACTERS = 3000
 
 
 def carry_of(conversation_id, before_sequence: int) -> str:
-    """The last completed turns before a message, for a new session to keep the thread (docs/design.md §3)."""
+    """The last completed turns before a message, for a new session to keep the thread (docs/design.md §3): of a
+    regenerated reply, its current (latest) attempt only."""
     submissions = (
         Submission.objects.filter(
             conversation_id=conversation_id,
             user_message__sequence__lt=before_sequence,
             run__state=RunState.COMPLETED,
         )
+        .filter(~later_attempt())
         .select_related("user_message", "assistant_message")
         .order_by("-user_message__sequence")[:CARRY_TURNS]
     )

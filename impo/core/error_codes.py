@@ -57,7 +57,13 @@ class ErrorCode(StrEnum):
         True,
         "The conversation refuses a message while a reply is unfinished (its `activeSubmissionId` is in the error).",
     )
-    NOT_RETRYABLE = "not_retryable", 409, False, "Only a failed reply can be tried again."
+    NOT_RETRYABLE = "not_retryable", 409, False, "Only a failed reply (its latest version) can be tried again."
+    NOT_REGENERABLE = (
+        "not_regenerable",
+        409,
+        False,
+        "Only the last reply of a conversation, once it has ended, can be regenerated.",
+    )
     REGISTRATION_CONFLICT = "registration_conflict", 409, False, "The device registration raced another; try again."
     APPROVAL_CONFLICT = "approval_conflict", 409, False, "The tool call was already answered differently."
     NOT_UNCERTAIN = "not_uncertain", 409, False, "Only an uncertain tool call can be reconciled."

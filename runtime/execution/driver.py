@@ -26,7 +26,7 @@ from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
-from runtime import selectors
+from runtime import attempts, selectors
 from runtime.execution import healing
 from runtime.execution.coalescing import Coalescer
 from runtime.execution.following import Following
@@ -97,8 +97,13 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
             return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
         catalog = catalog_for_run(run)
         tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
+        # A regeneration's input goes to a fresh session, which never saw the reply it replaces: the provider has no
+        # way to take a reply out of a session (docs/api.md "Regenerate").
         session = sessions.usable_session(
-            run.submission.conversation, fingerprint=rebyte_services.tools_fingerprint(tools), now=timezone.now()
+            run.submission.conversation,
+            fingerprint=rebyte_services.tools_fingerprint(tools),
+            now=timezone.now(),
+            regenerating=attempts.is_regeneration(run.submission),
         )
         return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
 

@@ -60,7 +60,7 @@ class InputPhase:
         with self.fence():
             # Created with this run's input, the session's first turn is this run's: nothing came before it.
             bindings.bind_session(
-                self.remote_turn, session, baseline_turn_ids=[], message_sequence=self._message_sequence
+                self.remote_turn, session, baseline_turn_ids=[], message_sequences=self._message_sequences
             )
         return session
 
@@ -77,7 +77,7 @@ class InputPhase:
                 self.remote_turn,
                 session,
                 baseline_turn_ids=[t.id for t in turns],
-                message_sequence=self._message_sequence,
+                message_sequences=self._message_sequences,
             )
         live.wait_connected()
         self.gateway.send_message(
@@ -85,8 +85,9 @@ class InputPhase:
         )
 
     @property
-    def _message_sequence(self) -> int:
-        return self.run.submission.user_message.sequence
+    def _message_sequences(self) -> tuple[int, int]:
+        submission = self.run.submission
+        return submission.user_message.sequence, submission.assistant_message.sequence
 
     @property
     def _input_key(self) -> str:

@@ -9,7 +9,7 @@ from impo.core.error_codes import ErrorCode
 from impo.core.openapi import WRITE_ERRORS, responses
 from impo.core.serializers import StrictSerializer, validated
 from impo.core.views import IcaAPIView
-from runtime import limits, selectors
+from runtime import attempts, limits, selectors
 from runtime.execution import retries
 from runtime.http.serializers import (
     ConversationListQuerySerializer,
@@ -22,6 +22,8 @@ from runtime.http.serializers import (
     ConversationSettingsSerializer,
     MessageCommandSerializer,
     MessageReceiptSerializer,
+    RegenerateCommandSerializer,
+    RegenerateReceiptSerializer,
     RetryCommandSerializer,
     SubmissionSerializer,
     TaskConversationPageSerializer,
@@ -29,7 +31,7 @@ from runtime.http.serializers import (
     TaskListSerializer,
     TaskReceiptSerializer,
 )
-from runtime.services import admission, commands
+from runtime.services import admission, commands, regeneration
 from tools.selectors import approval_to_wire
 from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
 
@@ -60,6 +62,25 @@ TASK_EXAMPLES = [
         request_only=True,
         value={"clientMessageId": "8e1d2c3b-4a5f-4e6d-9c7b-1a2b3c4d5e6f", "text": "Sort the holiday photos by place"},
     )
+]
+REGENERATE_EXAMPLES = [
+    OpenApiExample(
+        "Regenerate",
+        request_only=True,
+        value={"clientMessageId": "0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d"},
+    ),
+    OpenApiExample(
+        "Its receipt",
+        response_only=True,
+        status_codes=["202"],
+        value={
+            "submissionId": "d52a1f9b-8c3e-4f76-ab24-6a9e3c7d1f08",
+            "messageId": "e63b2a0c-9d4f-4a87-bc35-7b0f4d8e2a19",
+            "userMessageId": "7a1c6b0d-4e32-4d9f-8e50-1b6c8d9f3a04",
+            "replacedMessageId": "9b2d7c1e-5a43-4f0e-8f61-2c7d9e0a4b15",
+            "attempt": 2,
+        },
+    ),
 ]
 RENAME_EXAMPLES = [OpenApiExample("A new title", request_only=True, value={"title": "Holiday photos"})]
 APPROVAL_EXAMPLES = [
@@ -261,6 +282,36 @@ class TaskConversationView(IcaAPIView):
             return Response(_settings_of(task.conversation_id, task.conversation.message_policy))
         commands.set_message_policy(conversation_id=task.conversation_id, policy=policy)
         return Response(_settings_of(task.conversation_id, policy))
+
+
+class RegenerateView(IcaAPIView):
+    @extend_schema(
+        examples=REGENERATE_EXAMPLES,
+        request=RegenerateCommandSerializer,
+        responses=responses(
+            {202: RegenerateReceiptSerializer},
+            404,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            ErrorCode.RUN_IN_PROGRESS,
+            ErrorCode.NOT_REGENERABLE,
+            *ADMISSION_ERRORS,
+        ),
+        description="Regenerates the last reply of a conversation (Main Chat or a Task): a new attempt at the same"
+        " user message, its reply the conversation's next message, run in a fresh provider session that never saw"
+        " the reply it replaces. The replaced reply is kept: history lists every attempt (`attempt`,"
+        " `attemptIds`). 409 `not_regenerable` unless the reply is the conversation's last message and has ended;"
+        " 409 `run_in_progress` while a run of the conversation is unfinished.",
+    )
+    def post(self, request, message_id: uuid.UUID):
+        command = validated(RegenerateCommandSerializer, request.data).to_command()
+        receipt = _admitted(
+            request,
+            command,
+            lambda active_run_cap: regeneration.regenerate_reply(
+                owner=request.user, message_id=message_id, command=command, active_run_cap=active_run_cap
+            ),
+        )
+        return Response(attempts.regeneration_to_wire(receipt.submission_id), status=202)
 
 
 class SubmissionView(IcaAPIView):

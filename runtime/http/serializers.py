@@ -75,6 +75,28 @@ class MessageCommandSerializer(StrictSerializer):
         )
 
 
+class RegenerateCommandSerializer(StrictSerializer):
+    """A regeneration says no words of its own: the user message is the replaced reply's."""
+
+    clientMessageId = CleanTextField(
+        max_length=CLIENT_MESSAGE_ID_MAX,
+        help_text="A new id per Regenerate click, in the same space as messages' ids; the same id again is a replay.",
+    )
+    deviceId = StrictUUIDField(required=False, allow_null=True)
+    clientContext = ClientContextSerializer(
+        required=False, allow_null=True, help_text="Where and when the client is now; else the replaced reply's."
+    )
+
+    def to_command(self) -> MessageCommand:
+        data = self.validated_data
+        return MessageCommand(
+            client_message_id=data["clientMessageId"],
+            text="",
+            device_id=data.get("deviceId"),
+            client_context=dict(data.get("clientContext") or {}),
+        )
+
+
 class TaskCreateSerializer(MessageCommandSerializer):
     """A task runs in the background, never on a device: it takes no `deviceId`."""
 
@@ -130,6 +152,14 @@ class ConversationRenameSerializer(StrictSerializer):
 class MessageReceiptSerializer(serializers.Serializer):
     messageId = serializers.UUIDField()
     submissionId = serializers.UUIDField()
+
+
+class RegenerateReceiptSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField(help_text="The new attempt's submission (status, stream, cancel, retry).")
+    messageId = serializers.UUIDField(help_text="The new reply: the conversation's last message.")
+    userMessageId = serializers.UUIDField(help_text="The user message every attempt answers.")
+    replacedMessageId = serializers.UUIDField(help_text="The reply it replaces, kept as an earlier attempt.")
+    attempt = serializers.IntegerField(min_value=2, help_text="Its number among the attempts, the first reply's 1.")
 
 
 class TaskReceiptSerializer(MessageReceiptSerializer):
@@ -206,6 +236,18 @@ class HistoryMessageSerializer(serializers.Serializer):
         help_text="A reply's submission (what `/submissions/{id}/retry` takes); null for a user message.",
     )
     tools = ToolStateSerializer(many=True)
+    replyTo = serializers.UUIDField(allow_null=True, help_text="The user message a reply answers; null for a user's.")
+    attempt = serializers.IntegerField(
+        min_value=1,
+        allow_null=True,
+        help_text="A reply's number among the attempts at its user message (2 and up: regenerations); null for a"
+        " user message.",
+    )
+    attemptIds = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="Every attempt's reply id, first to last (this one included); the last is the current one."
+        " Empty for a user message.",
+    )
 
 
 class ActiveSubmissionSerializer(serializers.Serializer):

@@ -11,6 +11,7 @@ urlpatterns = [
     path("tasks", api.TasksView.as_view(), name="tasks"),
     path("tasks/<ica_uuid:task_id>/messages", api.TaskMessagesView.as_view(), name="task-messages"),
     path("tasks/<ica_uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),
+    path("messages/<ica_uuid:message_id>/regenerate", api.RegenerateView.as_view(), name="message-regenerate"),
     path("submissions/<ica_uuid:submission_id>", api.SubmissionView.as_view(), name="submission"),
     path("submissions/<ica_uuid:submission_id>/cancel", api.SubmissionCancelView.as_view(), name="submission-cancel"),
     path("submissions/<ica_uuid:submission_id>/retry", api.SubmissionRetryView.as_view(), name="submission-retry"),

@@ -64,7 +64,7 @@ def submit_main_chat_message(*, owner, command: MessageCommand, active_run_cap: 
     def admit() -> Receipt:
         return _admit(owner, MainChatTarget(owner), command, fingerprint, active_run_cap)
 
-    return _admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command.client_message_id, fingerprint, admit)
 
 
 def create_task(
@@ -77,7 +77,7 @@ def create_task(
         conversation, task = _new_task_conversation(owner, command, title)
         return _admit(owner, ConversationTarget(conversation.id, task.id), command, fingerprint, active_run_cap)
 
-    return _admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command.client_message_id, fingerprint, admit)
 
 
 def open_task(*, owner, command: MessageCommand, title: str | None = None) -> Receipt:
@@ -115,7 +115,7 @@ def submit_task_message(
     def admit() -> Receipt:
         return _admit(owner, TaskTarget(owner, task_id), command, fingerprint, active_run_cap)
 
-    return _admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command.client_message_id, fingerprint, admit)
 
 
 def default_task_title(text: str) -> str:
@@ -135,7 +135,7 @@ class _ConversationChanged(Exception):
     """A run became unfinished after the unfinished runs were locked: the admission must start over."""
 
 
-def _admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Receipt:
+def admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Receipt:
     """Runs `admit` in one durable transaction; the unique (owner, clientMessageId) constraint decides replays.
 
     No lookup comes first: a replay's insert violates the constraint, the transaction rolls back whole, and the
@@ -151,12 +151,12 @@ def _admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Recei
         except IntegrityError as exc:
             if _violated_constraint(exc) != CLIENT_MESSAGE_ID_CONSTRAINT:
                 raise
-            replay = _replayed_receipt(owner, client_message_id, fingerprint)
+            replay = replayed_receipt(owner, client_message_id, fingerprint)
             if replay is None:
                 raise
             return replay
         except (RateLimited, NotFound):
-            replay = _replayed_receipt(owner, client_message_id, fingerprint)
+            replay = replayed_receipt(owner, client_message_id, fingerprint)
             if replay is None:
                 raise
             return replay
@@ -171,7 +171,7 @@ def _violated_constraint(exc: IntegrityError) -> str | None:
     return getattr(diagnostics, "constraint_name", None)
 
 
-def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt | None:
+def replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt | None:
     submission = (
         Submission.objects.filter(owner=owner, client_message_id=client_message_id)
         .select_related("conversation__task")
@@ -235,7 +235,7 @@ def _admit_by_policy(
     about runs that are really unfinished and `interrupt` requests the cancel of each of them in the transaction
     that admits the new message (which then runs once they have ended: one writer per conversation).
     """
-    replay = _replayed_receipt(owner, command.client_message_id, fingerprint)
+    replay = replayed_receipt(owner, command.client_message_id, fingerprint)
     if replay is not None:
         return replay
     locked_runs = locks.lock_unfinished_runs(target.conversation_id)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from impo.core.error_codes import ErrorCode, RunError
 from impo.core.errors import Conflict, NotFound
-from runtime import locks, outbound
+from runtime import attempts, locks, outbound
 from runtime.models import (
     EventType,
     Message,
@@ -75,7 +75,12 @@ def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run
     retries = StaffRunAction.objects.filter(run=run, batch=retry_id, kind=StaffRunActionKind.RETRY)
     if retries.filter(outcome=StaffRunActionOutcome.QUEUED_AGAIN).exists():
         return None
-    if reopen_failed_run(run, actor=owner, batch=retry_id) != StaffRunActionOutcome.QUEUED_AGAIN:
+    outcome = reopen_failed_run(run, actor=owner, batch=retry_id)
+    if outcome == StaffRunActionOutcome.REPLACED:
+        raise Conflict(
+            "This reply was regenerated; only its latest version can be tried again.", code=ErrorCode.NOT_RETRYABLE
+        )
+    if outcome != StaffRunActionOutcome.QUEUED_AGAIN:
         raise Conflict("Only a failed reply can be tried again.", code=ErrorCode.NOT_RETRYABLE)
     return run
 
@@ -100,6 +105,11 @@ def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
     if run.state != RunState.FAILED:
         return _audit(
             run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.NOT_FAILED
+        )
+    if attempts.is_replaced(run.submission):
+        # Its regeneration went on in a session of its own, now the conversation's: this attempt is history.
+        return _audit(
+            run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.REPLACED
         )
     now = timezone.now()
     run.reopen_for_retry()

@@ -90,3 +90,21 @@ def test_take_the_progress_line_screenshot(site, user, rebyte_double):
     # Its whole thought, in the pause before the reply's first words.
     last_assistant(page).locator(".progress-detail", has_text="as the script asks").wait_for()
     page.screenshot(path=OUT / "progress-line.png")
+
+
+def test_take_the_regenerated_reply_screenshots(rebyte_double, site, user):
+    """A reply regenerated after the provider refused the first version: "2 / 2", wide, phone and dark."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    page = site.new_page()
+    log_in(page, user)
+    send_and_wait(page, "Suggest a name for a grey cat.")
+    rebyte_double.fault("input_message", "http_error", status=400)  # the session's next input is refused
+    send_and_wait(page, "And one for a ginger cat?", "failed").locator("button.regenerate").click()
+    page.locator(".message.role-assistant").nth(2).locator(".status-completed").wait_for(timeout=90_000)
+    for width, viewport in WIDTHS.items():
+        for theme in ("light", "dark"):
+            shot = site.new_page(viewport=viewport, color_scheme=theme, device_scale_factor=1)
+            log_in(shot, user)
+            shot.locator(".message.role-assistant:visible .attempt-position", has_text="2 / 2").wait_for()
+            shot.screenshot(path=OUT / f"regenerated-reply-{width}-{theme}.png")
+            shot.close()

@@ -189,6 +189,7 @@
       node.drawnText = message.text;
     }
     if (message.role !== "assistant") return drawUserFooter(message, node);
+    node.item.hidden = !isShown(message);
     drawTools(id, node);
     drawProgress(message, node);
     drawFooter(message, node);
@@ -208,6 +209,75 @@
     let last = null;
     for (const message of state.messages.values()) if (message.role === "user" && (!last || message.sequence > last.sequence)) last = message;
     return last && last.id;
+  }
+
+  // Regenerated replies (docs/api.md "Regenerate"): every attempt at a user message is a message of its own, and one
+  // is shown at a time — the latest, unless the reader pages back with "‹ 1 / 2 ›".
+  const shownAttempt = new Map(); // user message id -> the attempt the reader chose
+
+  function attemptsOf(message) {
+    return message.attemptIds && message.attemptIds.length ? message.attemptIds : [message.id];
+  }
+
+  function isLatestAttempt(message) {
+    const ids = attemptsOf(message);
+    return ids[ids.length - 1] === message.id;
+  }
+
+  function isShown(message) {
+    const chosen = message.replyTo && shownAttempt.get(message.replyTo);
+    return chosen ? chosen === message.id : isLatestAttempt(message);
+  }
+
+  function lastMessage() {
+    let last = null;
+    for (const message of state.messages.values()) if (!last || message.sequence > last.sequence) last = message;
+    return last;
+  }
+
+  function attemptPager(message) {
+    const ids = attemptsOf(message);
+    const index = ids.indexOf(message.id);
+    const pager = document.createElement("span");
+    pager.className = "attempts";
+    pager.setAttribute("role", "group");
+    pager.setAttribute("aria-label", "Versions of this reply");
+    const previous = button("‹", "link attempt-previous", () => showAttempt(message, index - 1), "Previous version");
+    previous.disabled = index === 0;
+    const position = document.createElement("span");
+    position.className = "attempt-position";
+    position.textContent = `${index + 1} / ${ids.length}`;
+    const next = button("›", "link attempt-next", () => showAttempt(message, index + 1), "Next version");
+    next.disabled = index === ids.length - 1;
+    pager.append(previous, position, next);
+    return pager;
+  }
+
+  function showAttempt(message, index) {
+    const ids = attemptsOf(message);
+    shownAttempt.set(message.replyTo, ids[index]);
+    withScrollKept(() => {
+      for (const id of ids) drawMessage(id);
+      drawChrome();
+    });
+    // Keyboard users stay on the pager, now the shown version's.
+    const footer = nodes.get(ids[index]).footer;
+    const control = footer.querySelector(index < ids.indexOf(message.id) ? ".attempt-previous" : ".attempt-next");
+    (control && !control.disabled ? control : footer.querySelector(".attempts button:not([disabled])") || textarea).focus();
+  }
+
+  // Regenerate: another reply to the last message, in a fresh session that never saw this one; this one is kept.
+  // One id per click: the server answers a repeat with its first receipt.
+  async function regenerate(message, control) {
+    control.disabled = true;
+    errorBox.hidden = true;
+    const body = { clientMessageId: ImpoApi.newId() };
+    if (isDevice) body.deviceId = ImpoDevice.id;
+    const result = await ImpoApi.call("POST", `/api/v1/messages/${message.id}/regenerate`, body);
+    control.disabled = false;
+    if (!result.ok) ImpoUi.showError(errorBox, result.body);
+    if (result.status === 409) await loadHistory();
+    textarea.focus();
   }
 
   // The time it was sent, and on the last one an Edit that puts its text back in the composer: sending it
@@ -452,6 +522,11 @@
     parts.push(badge);
     if (!live && message.createdAt) parts.push(ImpoUi.timeElement(message.createdAt));
     if (!live && message.text) parts.push(ImpoUi.copyButton("Copy reply", () => message.text));
+    if (attemptsOf(message).length > 1) parts.push(attemptPager(message));
+    const ended = ["completed", "failed", "cancelled"].includes(status);
+    if (ended && !live && state.active.size === 0 && lastMessage() === message) {
+      parts.push(button("Regenerate", "regenerate", (event) => regenerate(message, event.currentTarget), "Regenerate this reply"));
+    }
     const error = message.error;
     if (status === "failed" || status === "pending_reconciliation") {
       const problem = paragraph("error run-error", "");
@@ -459,7 +534,7 @@
       ImpoUi.describeError(problem, runError, ImpoUi.runSentenceFor(runError));
       parts.push(problem);
     }
-    if (status === "failed" && !live && message.submissionId && error && error.retryable) {
+    if (status === "failed" && !live && message.submissionId && error && error.retryable && isLatestAttempt(message)) {
       parts.push(button("Try again", "try-again", (event) => tryAgain(message, event.currentTarget)));
     }
     node.footer.replaceChildren(...parts);
@@ -490,17 +565,35 @@
 
   const handlers = {
     "submission.accepted"(event) {
-      const { userMessage, assistantMessage, submissionId } = event.payload;
+      const { userMessage, assistantMessage, submissionId, replacesMessageId } = event.payload;
       const previousLast = lastUserMessageId();
+      const previousReply = lastMessage();
       const sent = (state.messages.get(userMessage.id) || {}).createdAt || event.createdAt;
       state.messages.set(userMessage.id, { ...userMessage, role: "user", status: "completed", createdAt: sent });
-      state.messages.set(assistantMessage.id, { ...assistantMessage, role: "assistant", text: "", status: "pending", createdAt: event.createdAt, submissionId });
+      // A regeneration is the latest attempt, shown from now on; a retry keeps the attempts as they were.
+      const replaced = replacesMessageId && state.messages.get(replacesMessageId);
+      const known = state.messages.get(assistantMessage.id);
+      const attemptIds = replaced ? [...attemptsOf(replaced), assistantMessage.id] : known ? attemptsOf(known) : [assistantMessage.id];
+      if (replaced) {
+        for (const id of attemptIds) if (state.messages.has(id)) state.messages.get(id).attemptIds = attemptIds;
+        shownAttempt.delete(userMessage.id);
+      }
+      state.messages.set(assistantMessage.id, {
+        ...assistantMessage,
+        role: "assistant",
+        text: "",
+        status: "pending",
+        createdAt: event.createdAt,
+        submissionId,
+        replyTo: userMessage.id,
+        attemptIds,
+      });
       announced.delete(assistantMessage.id);
       // A retry starts the reply again: what its failed attempt showed (tool rows) is not this attempt's.
       for (const [callId, tool] of state.tools) if (tool.messageId === assistantMessage.id) state.tools.delete(callId);
       state.progress.delete(assistantMessage.id);
       state.active.set(submissionId, { messageId: assistantMessage.id, status: "queued" });
-      return [previousLast, userMessage.id, assistantMessage.id];
+      return [previousLast, previousReply && previousReply.id, userMessage.id, ...attemptIds];
     },
     "run.started"(event) {
       return setActive(event.submissionId, "running");

@@ -153,8 +153,7 @@ ACTIVE_RUN_STATES = frozenset(set(RunState) - TERMINAL_RUN_STATES)
 # conversation's unfinished runs all read this one set. A run parked pending reconciliation is active but holds
 # nothing (docs/design.md §1.4): the next message goes to a new session, and only its owner's cancel (or staff) ends it.
 UNFINISHED_RUN_STATES = frozenset(ACTIVE_RUN_STATES - {RunState.PENDING_RECONCILIATION})
-# Runs that hold or wait for a worker and a provider turn: what the per-user cap on active runs counts.
-# pending_reconciliation waits on staff, not the user.
+# Runs that hold or wait for a worker and a provider turn (pending_reconciliation waits on staff): the active-run cap.
 COUNTED_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.WAITING_DEVICE, RunState.WAITING_APPROVAL)
 # States in which a worker holds the run under a lease.
 LEASED_RUN_STATES = (RunState.RUNNING, RunState.WAITING_DEVICE)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0012_conversation_search'),
+        ('runtime', '0013_run_progress_event'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

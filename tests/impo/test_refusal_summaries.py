@@ -4,6 +4,7 @@ Read from a real web process's output, as an operator reads it."""
 
 import logging
 import re
+import uuid
 
 import httpx
 import pytest
@@ -12,8 +13,10 @@ from rest_framework.authtoken.models import Token
 
 from impo.core.log_summaries import RepeatedRefusals
 from impo.devstack import start_web, wait_until
+from tests.security.handshake import open_socket
 
 FLOOD = 60
+SOCKETS = 20
 SUMMARY_SECONDS = 2
 SUMMARY = re.compile(r"INFO impo\.client_errors (\d+) more (\d+) answers to (.+?) on (.+?) in the last")
 
@@ -83,6 +86,30 @@ def test_a_flood_of_429s_is_summarised_per_user_and_route(web, user):
     assert {(client, route) for _, client, route in lines} == {(f"user {user.pk}", "api/v1/conversation/messages")}
     assert len(lines) <= FLOOD // 4
     assert token not in log
+
+
+def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(web):
+    process, url = web
+    secret = "feedface" * 5
+    socket_url = url.replace("http", "ws") + f"/ws/v1/conversations/{uuid.uuid4()}/?after=0&token={secret}"
+    for _ in range(SOCKETS):
+        handshake = open_socket(socket_url, {})
+        assert " 403 " in handshake.status_line
+        handshake.close()
+
+    wait_until(
+        lambda: sum(count for count, _, _ in summaries(process.log_text(), 403)) == SOCKETS - 1,
+        timeout=60,
+        what=f"the refused sockets' summary (log: {process.log_path})",
+    )
+    log = process.log_text()
+    assert log.count('"WebSocket /ws/v1/conversations/') == 1
+    assert "connection rejected" not in log
+    lines = summaries(log, 403)
+    assert {(client, route) for _, client, route in lines} == {
+        ("address 127.0.0.1", "websocket /ws/v1/conversations/<id>/")
+    }
+    assert secret not in log
 
 
 def test_a_404_is_one_info_line_each(web):

@@ -1,6 +1,6 @@
-"""A flood of 401s or 429s leaves its first line and a summary per interval in the web process's log, not a line per
-request, and the summary is written when the flood stops, with no request after it; any other 4xx is one INFO line.
-Read from a real web process's output, as an operator reads it."""
+"""A flood of 401s, 429s or refused sockets leaves its first line and a summary per interval in the web process's
+log, not a line per request, and the summary is written when the flood stops, with no request after it; any other
+4xx is one INFO line. Read from a real web process's output, as an operator reads it."""
 
 import logging
 import re
@@ -25,6 +25,21 @@ def summaries(log: str, status: int) -> list[tuple[int, str, str]]:
     return [(int(count), client, route) for count, code, client, route in SUMMARY.findall(log) if int(code) == status]
 
 
+def summarised(process, status: int, held_back: int) -> tuple[str, set[tuple[str, str]]]:
+    """Waits, asking nothing more, until the process's own timer has written summaries of `held_back` answers; returns
+    the log and the (client, route) pairs summarised, checking there was a line per interval at most (however slow
+    the machine, far fewer than the answers)."""
+    wait_until(
+        lambda: sum(count for count, _, _ in summaries(process.log_text(), status)) == held_back,
+        timeout=60,
+        what=f"the {status} summary (log: {process.log_path})",
+    )
+    log = process.log_text()
+    lines = summaries(log, status)
+    assert len(lines) <= (held_back + 1) // 4
+    return log, {(client, route) for _, client, route in lines}
+
+
 @pytest.fixture
 def web(stack):
     """One web process (its counts are its own), summarising every SUMMARY_SECONDS, at most 3 admissions a minute."""
@@ -39,19 +54,10 @@ def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(web):
         for _ in range(FLOOD):
             assert http.get("/api/v1/tasks", params={"token": secret}).status_code == 401
 
-    # Nothing more is asked: the summary comes from the process's own timer.
-    wait_until(
-        lambda: sum(count for count, _, _ in summaries(process.log_text(), 401)) == FLOOD - 1,
-        timeout=60,
-        what=f"the 401 summary (log: {process.log_path})",
-    )
-    log = process.log_text()
+    log, summarised_pairs = summarised(process, 401, FLOOD - 1)
+    assert summarised_pairs == {("address 127.0.0.1", "api/v1/tasks")}
     assert log.count("Unauthorized: /api/v1/tasks") == 1
     assert "INFO django.request Unauthorized: /api/v1/tasks" in log
-    lines = summaries(log, 401)
-    assert {(client, route) for _, client, route in lines} == {("address 127.0.0.1", "api/v1/tasks")}
-    # A line per interval at most, however slow the machine: far fewer than the requests.
-    assert len(lines) <= FLOOD // 4
     assert secret not in log
 
 
@@ -75,16 +81,9 @@ def test_a_flood_of_429s_is_summarised_per_user_and_route(web, user):
     refused = statuses.count(429)
     assert statuses.count(202) == 3 and refused == FLOOD - 3
 
-    wait_until(
-        lambda: sum(count for count, _, _ in summaries(process.log_text(), 429)) == refused - 1,
-        timeout=60,
-        what=f"the 429 summary (log: {process.log_path})",
-    )
-    log = process.log_text()
+    log, summarised_pairs = summarised(process, 429, refused - 1)
+    assert summarised_pairs == {(f"user {user.pk}", "api/v1/conversation/messages")}
     assert log.count("Too Many Requests: /api/v1/conversation/messages") == 1
-    lines = summaries(log, 429)
-    assert {(client, route) for _, client, route in lines} == {(f"user {user.pk}", "api/v1/conversation/messages")}
-    assert len(lines) <= FLOOD // 4
     assert token not in log
 
 
@@ -97,18 +96,10 @@ def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(web):
         assert " 403 " in handshake.status_line
         handshake.close()
 
-    wait_until(
-        lambda: sum(count for count, _, _ in summaries(process.log_text(), 403)) == SOCKETS - 1,
-        timeout=60,
-        what=f"the refused sockets' summary (log: {process.log_path})",
-    )
-    log = process.log_text()
+    log, summarised_pairs = summarised(process, 403, SOCKETS - 1)
+    assert summarised_pairs == {("address 127.0.0.1", "websocket /ws/v1/conversations/<id>/")}
     assert log.count('"WebSocket /ws/v1/conversations/') == 1
     assert "connection rejected" not in log
-    lines = summaries(log, 403)
-    assert {(client, route) for _, client, route in lines} == {
-        ("address 127.0.0.1", "websocket /ws/v1/conversations/<id>/")
-    }
     assert secret not in log
 
 

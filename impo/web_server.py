@@ -48,8 +48,8 @@ class ImpoUvicornWorker(UvicornWorker):
     def init_signals(self):
         super().init_signals()
         # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again against the handler found
-        # before it started: this one, which writes the summaries of the 401s and 429s counted since the last
-        # interval (impo/core/log_summaries.py) and lets the signal end the process as before.
+        # before it started: this one, which writes the summaries of the 401s, 429s and refused sockets counted
+        # since the last interval (impo/core/log_summaries.py) and lets the signal end the process as before.
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _summarise_then_end)
 

@@ -1,6 +1,7 @@
-"""Refusals a client can repeat by the thousand (401 authentication failures, 429 rate limits) are summarised: the
-first of an interval is written as usual (at INFO, impo/core/log_levels.py), the rest are counted and written as one
-line per client and route when the interval ends, e.g.
+"""Refusals a client can repeat by the thousand (401 authentication failures, 429 rate limits, sockets refused
+before their handshake) are summarised: the first of an interval is written as usual (at INFO,
+impo/core/log_levels.py), the rest are counted and written as one line per client and route when the interval
+ends, e.g.
 
     INFO impo.client_errors 41 more 429 answers to user 7 on api/v1/tasks in the last 60 s (rate limited)
 
@@ -22,7 +23,10 @@ from collections import Counter
 
 from django.utils.functional import empty
 
-SUMMARISED = {401: "authentication failed", 429: "rate limited", 403: "socket refused before its handshake"}
+# Django's answers summarised; any other 4xx is a line each.
+SUMMARISED_ANSWERS = (401, 429)
+# What each summarised status means, said in its line (403: a socket's refusal only).
+MEANINGS = {401: "authentication failed", 429: "rate limited", 403: "socket refused before its handshake"}
 # uvicorn's line for a socket the application closed before accepting it: a missing or wrong token, or a conversation
 # that is not the user's (runtime/realtime/consumers.py). Its arguments are the client's "address:port" and the path.
 SOCKET_REFUSAL = '%s - "WebSocket %s" 403'
@@ -56,7 +60,7 @@ def _refusal(record: logging.LogRecord) -> tuple[int, str, str] | None:
     """(status, client, route) of a refusal to summarise, or None for any other record."""
     status = getattr(record, "status_code", None)
     request = getattr(record, "request", None)
-    if status in SUMMARISED and request is not None:
+    if status in SUMMARISED_ANSWERS and request is not None:
         return status, _client(request), _route(request)
     if record.msg == SOCKET_REFUSAL and isinstance(record.args, tuple) and len(record.args) == 2:
         address, path = (str(arg) for arg in record.args)
@@ -131,7 +135,7 @@ class RepeatedRefusals(logging.Filter):
                     client,
                     route,
                     self.interval,
-                    SUMMARISED[status],
+                    MEANINGS[status],
                 )
 
 

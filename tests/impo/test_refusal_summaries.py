@@ -13,6 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from impo.core.log_summaries import RepeatedRefusals
 from impo.devstack import start_web, wait_until
+from tests.impo.test_clean_start_and_stop import trouble
 from tests.security.handshake import open_socket
 
 FLOOD = 60
@@ -103,17 +104,20 @@ def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(web):
     assert secret not in log
 
 
-def test_a_404_is_one_info_line_each(web):
+def test_a_404_a_failed_csrf_check_and_a_foreign_host_are_one_info_line_each(web):
     process, url = web
     for _ in range(3):
         assert httpx.get(f"{url}/api/v1/no-such-route", timeout=30).status_code == 404
+    for _ in range(2):  # a form posted without its CSRF token
+        assert httpx.post(f"{url}/login/", data={"username": "x"}, timeout=30).status_code == 403
+    # A scanner's Host header: Django's check answers 400 and logged an ERROR with a traceback.
+    assert httpx.get(f"{url}/api/v1/tasks", headers={"Host": "scanner.example"}, timeout=30).status_code == 400
 
-    wait_until(
-        lambda: process.log_text().count("INFO django.request Not Found: /api/v1/no-such-route") == 3,
-        timeout=30,
-        what="three 404 lines",
-    )
-    assert "WARNING" not in process.log_text()
+    log = process.log_text()
+    assert log.count("INFO django.request Not Found: /api/v1/no-such-route") == 3
+    assert log.count("INFO django.security.csrf Forbidden (CSRF cookie not set.): /login/") == 2
+    assert log.count("INFO django.security.DisallowedHost Invalid HTTP_HOST header: 'scanner.example'") == 1
+    assert trouble(log) == []
 
 
 def test_past_its_bound_the_filter_counts_every_other_client_together(caplog):

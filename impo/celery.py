@@ -5,11 +5,18 @@ from pathlib import Path
 
 import redis
 from celery import Celery, bootsteps
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+)
 from django.db import close_old_connections
 
 from impo import worker_liveness
-from impo.core import telemetry
+from impo.core import heap, telemetry
 from impo.core.outages import Condition
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
@@ -124,3 +131,8 @@ def start_tracing_without_children(sender, **kwargs):
 def flush_traces(**kwargs):
     # A prefork child leaves without running atexit handlers: its last spans are sent here.
     telemetry.shutdown()
+
+
+@worker_ready.connect
+def freeze_the_startup_heap(**kwargs):
+    heap.freeze_startup_heap()

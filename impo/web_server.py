@@ -8,13 +8,15 @@ may serve any client. Settings come from the environment (docs/operations.md "Co
 """
 
 import ipaddress
+import logging
 import os
 import signal
 
+from django.conf import settings
 from uvicorn.workers import UvicornWorker
 
 from impo.core.log_redaction import install_on_web_server_loggers
-from impo.core.log_summaries import flush_all as flush_refusal_summaries
+from impo.core.log_summaries import RepeatedRefusals, flush_all
 
 # Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
 # default, a client could pose as any address to the login throttle.
@@ -46,8 +48,8 @@ class ImpoUvicornWorker(UvicornWorker):
     def init_signals(self):
         super().init_signals()
         # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again against the handler found
-        # before it started: this one, which writes the summaries of the 401s and 429s counted since the last
-        # interval (impo/core/log_summaries.py) and lets the signal end the process as before.
+        # before it started: this one, which writes the summaries of the 401s, 429s and refused sockets counted
+        # since the last interval (impo/core/log_summaries.py) and lets the signal end the process as before.
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _summarise_then_end)
 
@@ -58,11 +60,15 @@ class ImpoUvicornWorker(UvicornWorker):
         # [Errno 9] Bad file descriptor" at every shutdown. Handed the socket itself, uvloop detaches it instead, and
         # uvicorn's own close of it afterwards does nothing.
         self.sockets = [listener.sock for listener in self.sockets]
+        # A client retrying a socket with a bad token is summarised as Django's 401s are (the settings are loaded:
+        # the application was imported before `run`).
+        refusals = RepeatedRefusals(interval=settings.IMPO_LOG_SUMMARY_SECONDS)
+        logging.getLogger("uvicorn.error").addFilter(refusals)
         super().run()
 
 
 def _summarise_then_end(signum, frame):
-    flush_refusal_summaries()
+    flush_all()
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)
 

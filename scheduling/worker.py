@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from impo.core.heap import freeze_startup_heap
 from scheduling import selectors, services, temporal
 from scheduling.activities import admit_occurrence, plan_step
 from scheduling.workflows import TaskScheduleWorkflow
@@ -101,5 +102,6 @@ async def run_worker(*, task_queue: str, discovery_interval: float) -> None:
             discovery = asyncio.create_task(discovery_loop(client, task_queue=task_queue, interval=discovery_interval))
             # Tests and operators wait for this line; logging may be configured to drop INFO.
             print(f"{READY_LINE} on task queue {task_queue}", file=sys.stdout, flush=True)
+            freeze_startup_heap()
             await stop.wait()
             discovery.cancel()

@@ -1,8 +1,11 @@
 """The processes' logging (Django's LOGGING, docs/operations.md "Logs").
 
-A client's mistake is not the server's: Django logs every 4xx answer (`django.request`) as a WARNING, which
-buried the lines an operator needs (a failed run, a worker that lost its lease) under every 404 and 401. The
-console handler writes those at INFO; 5xx stay ERROR."""
+A client's mistake is not the server's: Django logs every 4xx answer (`django.request`) as a WARNING, a failed
+CSRF check (`django.security.csrf`) too, and a suspicious request answered 400 (a Host header not in ALLOWED_HOSTS,
+`django.security.DisallowedHost`, what every scanner of an address sends) as an ERROR with the traceback of Django's
+own check. That buried the lines an operator needs (a failed run, a worker that lost its lease). The console
+handler writes them all at INFO, the last without its traceback (its message says what was refused); 5xx stay
+ERROR."""
 
 import logging
 
@@ -10,8 +13,11 @@ import logging
 class ClientErrorsAtInfo(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)
-        if record.name == "django.request" and isinstance(status, int) and 400 <= status < 500:
+        if not (isinstance(status, int) and 400 <= status < 500):
+            return True
+        if record.name == "django.request" or record.name.startswith("django.security."):
             record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info = record.exc_text = None
         return True
 
 

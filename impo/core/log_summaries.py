@@ -1,6 +1,7 @@
-"""Refusals a client can repeat by the thousand (401 authentication failures, 429 rate limits) are summarised: the
-first of an interval is written as usual (at INFO, impo/core/log_levels.py), the rest are counted and written as one
-line per client and route when the interval ends, e.g.
+"""Refusals a client can repeat by the thousand (401 authentication failures, 429 rate limits, sockets refused
+before their handshake) are summarised: the first of an interval is written as usual (at INFO,
+impo/core/log_levels.py), the rest are counted and written as one line per client and route when the interval
+ends, e.g.
 
     INFO impo.client_errors 41 more 429 answers to user 7 on api/v1/tasks in the last 60 s (rate limited)
 
@@ -14,6 +15,7 @@ lines.
 
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -21,7 +23,14 @@ from collections import Counter
 
 from django.utils.functional import empty
 
-SUMMARISED = {401: "authentication failed", 429: "rate limited"}
+# Django's answers summarised; any other 4xx is a line each.
+SUMMARISED_ANSWERS = (401, 429)
+# What each summarised status means, said in its line (403: a socket's refusal only).
+MEANINGS = {401: "authentication failed", 429: "rate limited", 403: "socket refused before its handshake"}
+# uvicorn's line for a socket the application closed before accepting it: a missing or wrong token, or a conversation
+# that is not the user's (runtime/realtime/consumers.py). Its arguments are the client's "address:port" and the path.
+SOCKET_REFUSAL = '%s - "WebSocket %s" 403'
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 summary_logger = logging.getLogger("impo.client_errors")
 
 # Every filter made by the logging configuration, for `flush_all`.
@@ -47,9 +56,29 @@ def _route(request) -> str:
     return (match.route if match is not None else "") or "an unrouted path"
 
 
+def _refusal(record: logging.LogRecord) -> tuple[int, str, str] | None:
+    """(status, client, route) of a refusal to summarise, or None for any other record."""
+    status = getattr(record, "status_code", None)
+    request = getattr(record, "request", None)
+    if status in SUMMARISED_ANSWERS and request is not None:
+        return status, _client(request), _route(request)
+    if record.msg == SOCKET_REFUSAL and isinstance(record.args, tuple) and len(record.args) == 2:
+        address, path = (str(arg) for arg in record.args)
+        # The path without its query (a token may be there), its ids as <id>.
+        route = _UUID.sub("<id>", path.partition("?")[0])
+        return 403, f"address {address.rpartition(':')[0] or address}", f"websocket {route}"
+    return None
+
+
+def _echoes_a_refused_socket(record: logging.LogRecord) -> bool:
+    """The websockets library's line after uvicorn's for the same refused socket, with neither its address nor its
+    path: never written (uvicorn's line, or its summary, says it all)."""
+    return record.msg == "connection rejected (%d %s)" and isinstance(record.args, tuple) and record.args[:1] == (403,)
+
+
 class RepeatedRefusals(logging.Filter):
-    """A filter of the `django.request` logger: passes the first 401 or 429 per client and route in an interval
-    and counts the others for the summary line."""
+    """A filter of the `django.request` logger (and of uvicorn's, for refused sockets): passes the first 401, 429
+    or refused socket per client and route in an interval and counts the others for the summary line."""
 
     def __init__(self, interval: float = 60.0, max_keys: int = 100):
         super().__init__()
@@ -62,11 +91,12 @@ class RepeatedRefusals(logging.Filter):
         _filters.add(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        status = getattr(record, "status_code", None)
-        request = getattr(record, "request", None)
-        if status not in SUMMARISED or request is None:
+        if _echoes_a_refused_socket(record):
+            return False
+        key = _refusal(record)
+        if key is None:
             return True
-        key = (status, _client(request), _route(request))
+        status = key[0]
         with self._lock:
             self._start_flusher()
             if key not in self._held and len(self._held) >= self.max_keys:
@@ -105,7 +135,7 @@ class RepeatedRefusals(logging.Filter):
                     client,
                     route,
                     self.interval,
-                    SUMMARISED[status],
+                    MEANINGS[status],
                 )
 
 

@@ -1,11 +1,14 @@
 """The base of the long-lived loop commands (the sweeper, the webhooks loop): a pass every interval, forever.
 
 A loop is what recovers lost work, so an outage of its dependencies (the database, the broker, the provider) is
-logged and waited out: it never ends the loop, and a broken connection is replaced on the next pass.
+logged and waited out: it never ends the loop, and a broken connection is replaced on the next pass. SIGTERM or
+SIGINT (a deployment's stop, honcho's Ctrl-C) ends it between passes, with status 0: a pass is left to finish, and
+what it did not reach is the next start's work.
 """
 
 import logging
-import time
+import signal
+import threading
 
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
@@ -29,7 +32,11 @@ class PeriodicLoopCommand(BaseCommand):
         parser.add_argument("--once", action="store_true", help="One pass, then exit.")
 
     def handle(self, *args, interval: float, once: bool, **options):
-        while True:
+        stopping = threading.Event()
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop_signal, lambda signum, frame: stopping.set())
+        logger.info("%s loop started: a pass every %.1f s", self.loop_name, interval)
+        while not stopping.is_set():
             try:
                 self.run_pass()
             except Exception:
@@ -37,5 +44,7 @@ class PeriodicLoopCommand(BaseCommand):
                 connection.close()
             if once:
                 return
-            time.sleep(interval)
+            if stopping.wait(interval):
+                break
             close_old_connections()
+        logger.info("%s loop stopped", self.loop_name)

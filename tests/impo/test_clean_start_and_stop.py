@@ -94,3 +94,14 @@ def test_the_dev_temporal_stops_its_worker_then_its_server_without_a_warning(sta
     assert temporal.process.returncode == 0
     assert "Beginning worker shutdown" in temporal.log_text()
     assert trouble(temporal.log_text()) == []
+
+
+@pytest.mark.parametrize("loop", ["sweeper", "webhooks"])
+def test_a_loop_stops_between_passes_with_status_zero(stack, loop):
+    """honcho used to report the sweeper and the webhooks loop as killed by its SIGTERM (rc=-15)."""
+    process = stack.start_sweeper() if loop == "sweeper" else stack.start_webhooks()
+    wait_until(lambda: "loop started" in process.log_text(), timeout=60, what=f"the {loop} to start")
+
+    assert stopped_like_honcho(process) == 0
+    assert "loop stopped" in process.log_text()
+    assert trouble(process.log_text()) == []

@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 
 import httpx2
 import openai
@@ -28,6 +29,7 @@ __all__ = [
     "AgentSessionEvent",
     "AgentSessionItem",
     "LiveEvents",
+    "OpenedSession",
     "ProviderError",
     "RebyteGateway",
     "Refused",
@@ -114,6 +116,8 @@ class RebyteGateway:
     attributes)` opens a span around each call (it yields the span, or None) for whoever traces calls.
     `before_call()` runs before each call waits on the network (a caller gives back what it must not hold while
     waiting). `connections` caps the HTTP connections kept to the provider: one per live stream and call in flight.
+    `obfuscation` asks event streams for their random padding, which the provider adds unless told not to: read
+    server to server over TLS it only costs bytes and parsing, so it is left out by default.
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class RebyteGateway:
         span: Callable[[str, dict], AbstractContextManager] = _untraced,
         before_call: Callable[[], None] | None = None,
         connections: int | None = None,
+        obfuscation: bool = False,
     ):
         http_client = None
         if connections is not None:
@@ -141,6 +146,7 @@ class RebyteGateway:
         # that builds its gateway before its first run (a worker, at its start) does not add it to that run.
         self._client.beta.agents.sessions.events  # noqa: B018
         self._stream_timeout = stream_timeout
+        self._obfuscation = obfuscation
         self._on_failure = on_failure
         self._span = span
         self._before_call = before_call
@@ -221,6 +227,41 @@ class RebyteGateway:
                 metadata=metadata,
             )
 
+    def open_session(
+        self,
+        *,
+        agent_id: str,
+        tools: list[dict],
+        input_parts: list[str],
+        metadata: dict[str, str],
+        instructions: str | None = None,
+    ) -> OpenedSession:
+        """`create_session` answered as a stream (`stream=True`): the session, known from the stream's first event
+        (`agent.session.created`), and the rest of that stream, which carries its first turn from the start. The caller
+        closes the events (`with opened.events`). A stream that breaks or ends before the session is known is an
+        unknown outcome like any lost create answer."""
+        override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
+        with self._call("create_session", creates=True):
+            stream = self._once.beta.agents.sessions.create(
+                environment={"type": "none"},
+                agent_id=agent_id,
+                agent=override,
+                input=user_input(input_parts),
+                metadata=metadata,
+                stream=True,
+                stream_options={"include_obfuscation": self._obfuscation},
+                timeout=self._stream_timeout,
+            )
+            try:
+                first = next(stream, None)
+                if first is None or first.type != "agent.session.created":
+                    what = "ended" if first is None else f"began with {first.type}"
+                    raise UnknownOutcome(f"the create's stream {what} before the session", operation="create_session")
+            except BaseException:
+                stream.close()
+                raise
+        return OpenedSession(first.session, LiveEvents(stream, self._reported))
+
     def list_sessions(self, agent_id: str) -> list[AgentSession]:
         with self._call("list_sessions"):
             first = self._client.beta.agents.sessions.list(agent_id=agent_id, order="desc", limit=PAGE_SIZE)
@@ -269,12 +310,19 @@ class RebyteGateway:
     def live_events(self, session_id: str) -> Iterator[LiveEvents]:
         """The session's live events (no replay); leaving the block closes the stream, never the turn."""
         with self._call("session_events"):
-            stream = self._client.beta.agents.sessions.events.stream(session_id, timeout=self._stream_timeout)
-        events = LiveEvents(stream, self._reported)
-        try:
+            stream = self._client.beta.agents.sessions.events.stream(
+                session_id, include_obfuscation=self._obfuscation, timeout=self._stream_timeout
+            )
+        with LiveEvents(stream, self._reported) as events:
             yield events
-        finally:
-            events.finish()
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A session created with its event stream (`RebyteGateway.open_session`)."""
+
+    session: AgentSession
+    events: LiveEvents
 
 
 class LiveEvents:
@@ -301,6 +349,12 @@ class LiveEvents:
             except openai.APIConnectionError:
                 if not self._interrupted:
                     raise
+
+    def __enter__(self) -> LiveEvents:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.finish()
 
     def interrupt(self) -> None:
         with self._lock:

@@ -107,6 +107,26 @@ def user_input(parts: list[str]) -> list[dict]:
     return [{"role": "user", "content": [{"type": "input_text", "text": text} for text in parts]}]
 
 
+def _session_request(
+    *,
+    agent_id: str,
+    tools: list[dict],
+    input_parts: list[str],
+    metadata: dict[str, str],
+    instructions: str | None = None,
+) -> dict:
+    """A session create's arguments: its first turn is `input_parts`; the session's tools are fixed for its life, and
+    `instructions`, when given, stand for the saved agent's in this session (the SDK's session override)."""
+    override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
+    return {
+        "environment": {"type": "none"},
+        "agent_id": agent_id,
+        "agent": override,
+        "input": user_input(input_parts),
+        "metadata": metadata,
+    }
+
+
 def _untraced(name: str, attributes: dict) -> AbstractContextManager:
     return nullcontext()
 
@@ -206,48 +226,19 @@ class RebyteGateway:
 
     # --- sessions -------------------------------------------------------------------------------------
 
-    def create_session(
-        self,
-        *,
-        agent_id: str,
-        tools: list[dict],
-        input_parts: list[str],
-        metadata: dict[str, str],
-        instructions: str | None = None,
-    ) -> AgentSession:
-        """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life, and
-        `instructions`, when given, stand for the saved agent's in this session (the SDK's session override)."""
-        override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
+    def create_session(self, **request) -> AgentSession:
+        """Creates a session whose first turn is the request's `input_parts` (see `_session_request`)."""
         with self._call("create_session", creates=True):
-            return self._once.beta.agents.sessions.create(
-                environment={"type": "none"},
-                agent_id=agent_id,
-                agent=override,
-                input=user_input(input_parts),
-                metadata=metadata,
-            )
+            return self._once.beta.agents.sessions.create(**_session_request(**request))
 
-    def open_session(
-        self,
-        *,
-        agent_id: str,
-        tools: list[dict],
-        input_parts: list[str],
-        metadata: dict[str, str],
-        instructions: str | None = None,
-    ) -> OpenedSession:
+    def open_session(self, **request) -> OpenedSession:
         """`create_session` answered as a stream (`stream=True`): the session, known from the stream's first event
         (`agent.session.created`), and the rest of that stream, which carries its first turn from the start. The caller
         closes the events (`with opened.events`). A stream that breaks or ends before the session is known is an
         unknown outcome like any lost create answer."""
-        override = {"tools": tools, **({"instructions": instructions} if instructions is not None else {})}
         with self._call("create_session", creates=True):
             stream = self._once.beta.agents.sessions.create(
-                environment={"type": "none"},
-                agent_id=agent_id,
-                agent=override,
-                input=user_input(input_parts),
-                metadata=metadata,
+                **_session_request(**request),
                 stream=True,
                 stream_options={"include_obfuscation": self._obfuscation},
                 timeout=self._stream_timeout,

@@ -152,9 +152,9 @@ class RunDriver(InputPhase, Following, FunctionCalls):
             session = self.session = self._session_with_input()
         finally:
             created, self.created_stream = self.created_stream, None
-        if session is None:
-            if created is not None:
+            if created is not None and self.session is None:  # failed after the create: nobody will read it
                 created.finish()
+        if session is None:
             return  # parked for reconciliation
         with LiveStream(self.gateway, session.remote_id, created=created) as live:
             self.heartbeat.on_lost(live.wake)

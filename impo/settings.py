@@ -347,8 +347,6 @@ IMPO_TURN_APPEAR_SECONDS = env.float("IMPO_TURN_APPEAR_SECONDS", default=10.0)
 
 REBYTE_TIMEOUT_SECONDS = env.float("REBYTE_TIMEOUT_SECONDS", default=10.0)
 REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", default=60.0)
-# Whether the event streams a worker reads carry the provider's random padding (docs/provider.md, "Obfuscation").
-REBYTE_STREAM_OBFUSCATION = env.bool("REBYTE_STREAM_OBFUSCATION", default=False)
 # Every web process checks all of its open conversation sockets for events whose live push was lost in one query
 # per interval; while Redis (the push) is unreachable it reads the log more often.
 IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)

@@ -26,7 +26,6 @@ def provider_gateway() -> RebyteGateway:
         settings.REBYTE_API_KEY,
         settings.REBYTE_TIMEOUT_SECONDS,
         settings.REBYTE_STREAM_TIMEOUT_SECONDS,
-        settings.REBYTE_STREAM_OBFUSCATION,
     )
     with _gateways_lock:
         gateway = _gateways.get(key)
@@ -36,7 +35,6 @@ def provider_gateway() -> RebyteGateway:
                 settings.REBYTE_API_KEY,
                 timeout=settings.REBYTE_TIMEOUT_SECONDS,
                 stream_timeout=settings.REBYTE_STREAM_TIMEOUT_SECONDS,
-                obfuscation=settings.REBYTE_STREAM_OBFUSCATION,
                 on_failure=provider_errors.record,
                 span=telemetry.span,
                 before_call=release_connection,

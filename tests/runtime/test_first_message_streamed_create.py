@@ -5,6 +5,8 @@ Real workers, the double over HTTP."""
 import json
 from collections import Counter
 
+import psycopg
+from django.db import connection
 from websockets.sync.client import connect
 
 from impo.devstack import wait_until
@@ -85,13 +87,21 @@ def test_the_creates_stream_cut_mid_turn_completes_the_run_once_in_one_session(w
 
 
 def test_a_worker_killed_during_a_streamed_create_is_reconciled_without_a_duplicate(stack, api, rebyte_double):
+    # The worker gets the create's first event (the session exists upstream) and is killed before it adopts the
+    # session: the table it must write the adoption to is held, then the worker is SIGKILLed waiting for it.
     doomed = stack.start_worker("doomed")
     stack.start_sweeper()
-    rebyte_double.configure(delta_delay_ms=400, delta_chunks=8, listing_lag_ms=700)
-
-    receipt = post_message(api, "the worker dies while my session is made")
-    wait_until(lambda: rebyte_double.state()["counts"]["sessions"] == 1, timeout=30, what="the session to exist")
-    doomed.kill()
+    rebyte_double.configure(delta_delay_ms=200, delta_chunks=8, listing_lag_ms=700)
+    with psycopg.connect(**database_parameters(), autocommit=False) as holder:
+        holder.execute("LOCK TABLE rebyte_remotesession IN SHARE MODE")
+        receipt = post_message(api, "the worker dies while my session is made")
+        wait_until(
+            lambda: rebyte_double.state()["counts"]["sessions"] == 1 and adoption_waiting(holder),
+            timeout=30,
+            what="the worker to wait to adopt the created session",
+        )
+        doomed.kill()
+        holder.rollback()
     stack.start_worker("successor")
 
     run = finished_run(receipt["submissionId"], timeout=120)
@@ -103,4 +113,24 @@ def test_a_worker_killed_during_a_streamed_create_is_reconciled_without_a_duplic
     state = rebyte_double.state()
     assert (state["counts"]["sessions"], state["counts"]["turns"]) == (1, 1)
     assert state["input_events"] == [] and state["steering"] == []
-    assert provider_calls(rebyte_double)["create_session"] == 1
+    calls = provider_calls(rebyte_double)
+    assert calls["create_session"] == 1
+    assert calls["list_sessions"] >= 1  # found by listing, never created again
+
+
+def database_parameters() -> dict:
+    settings = connection.settings_dict
+    return {
+        "dbname": settings["NAME"],
+        "user": settings["USER"],
+        "password": settings["PASSWORD"],
+        "host": settings["HOST"],
+        "port": settings["PORT"] or 5432,
+    }
+
+
+def adoption_waiting(holder) -> bool:
+    waiting = holder.execute(
+        "SELECT count(*) FROM pg_locks WHERE relation = 'rebyte_remotesession'::regclass AND NOT granted"
+    ).fetchone()[0]
+    return waiting > 0

@@ -214,6 +214,39 @@ def database_work_per_echo_run(stack: Stack, owner_ids: list[int], count: int, *
     }
 
 
+def first_message_work(stack: Stack, count: int) -> dict:
+    """The fixed work of a conversation's first message, executed here one at a time as `database_work_per_echo_run`
+    does: each a new user's, so its agent and session are created (the session on its event stream) for a reply of
+    one delta. The first few warm the process and are not counted."""
+    import resource
+
+    from django.test import override_settings
+
+    from bench.harness import create_users
+    from impo.celery import app
+    from runtime.execution import driver
+    from runtime.models import Run, RunState
+
+    warm = 3
+    stack.double.configure(delta_delay_ms=0, delta_chunks=1)
+    owner_ids = [user_id for user_id, _ in create_users(warm + count, f"first-{uuid.uuid4().hex[:8]}")]
+    cpu_ms, calls = [], []
+    with override_settings(REBYTE_BASE_URL=stack.double.api_url):
+        for index, run_id in enumerate(admit_runs(owner_ids, len(owner_ids), "first")):
+            app.control.purge()
+            requests = len(stack.double.requests())
+            cpu = resource.getrusage(resource.RUSAGE_SELF)
+            driver.execute_run(run_id, "bench-in-process")
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            if Run.objects.get(id=run_id).state != RunState.COMPLETED:
+                raise RuntimeError("a first message did not complete: its figure would be meaningless")
+            if index >= warm:
+                cpu_ms.append(1000 * (used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime))
+                calls.append(len(stack.double.requests()) - requests)
+    stack.double.configure(delta_chunks=4)
+    return {"cpu_ms": statistics.median(cpu_ms), "provider_calls": statistics.median(calls)}
+
+
 def measure(stack: Stack, owner_ids: list[int], *, runs: int, claims: int) -> list[Figure]:
     stack.double.configure(delta_delay_ms=0)
     one = completed_runs_per_second(stack, owner_ids, workers=1, count=runs)
@@ -224,6 +257,7 @@ def measure(stack: Stack, owner_ids: list[int], *, runs: int, claims: int) -> li
         (pacing, database_work_per_echo_run(stack, owner_ids, min(10, len(owner_ids)), delta_delay_ms=delay))
         for pacing, delay in (("reply whole at once", 0), ("reply streamed, 20 ms between deltas", 20))
     ]
+    first = first_message_work(stack, min(20, len(owner_ids)))
     stack.double.configure(delta_delay_ms=0)
     return [
         Figure(f"echo runs completed, 1 worker, {len(owner_ids)} conversations", one, "runs/s"),
@@ -253,5 +287,14 @@ def measure(stack: Stack, owner_ids: list[int], *, runs: int, claims: int) -> li
                 ],
             )
             for pacing, work in per_run
+        ),
+        Figure(
+            "one echo run (a first message: the user's agent and session created, a reply of one delta), median",
+            first["cpu_ms"],
+            "ms CPU in the executing process",
+            baseline_name="a later message of a chat, reply whole at once",
+            baseline=per_run[0][1]["cpu_ms"],
+            higher_is_better=False,
+            notes=[f"{first['provider_calls']:.0f} provider calls (the session created on its event stream)"],
         ),
     ]

@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 
 import httpx2
 import openai
@@ -28,6 +29,7 @@ __all__ = [
     "AgentSessionEvent",
     "AgentSessionItem",
     "LiveEvents",
+    "OpenedSession",
     "ProviderError",
     "RebyteGateway",
     "Refused",
@@ -117,6 +119,8 @@ class RebyteGateway:
     `before_call()` runs before each call waits on the network (a caller gives back what it must not hold while
     waiting). `connections` caps the HTTP connections kept to the provider: one per live stream and call in flight.
     `reasoning_summary` (one of REASONING_SUMMARIES, or None for none) is what the sessions it creates ask for.
+    `obfuscation` asks event streams for their random padding, which the provider adds unless told not to: read
+    server to server over TLS it only costs bytes and parsing, so it is left out by default.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class RebyteGateway:
         before_call: Callable[[], None] | None = None,
         connections: int | None = None,
         reasoning_summary: str | None = None,
+        obfuscation: bool = False,
     ):
         if reasoning_summary is not None and reasoning_summary not in REASONING_SUMMARIES:
             raise ValueError(f"reasoning_summary must be one of {sorted(REASONING_SUMMARIES)} or None")
@@ -148,6 +153,7 @@ class RebyteGateway:
         # that builds its gateway before its first run (a worker, at its start) does not add it to that run.
         self._client.beta.agents.sessions.events  # noqa: B018
         self._stream_timeout = stream_timeout
+        self._obfuscation = obfuscation
         self._on_failure = on_failure
         self._span = span
         self._before_call = before_call
@@ -207,7 +213,34 @@ class RebyteGateway:
 
     # --- sessions -------------------------------------------------------------------------------------
 
-    def create_session(
+    def create_session(self, **request) -> AgentSession:
+        """Creates a session whose first turn is the request's `input_parts` (see `_session_request`)."""
+        with self._call("create_session", creates=True):
+            return self._once.beta.agents.sessions.create(**self._session_request(**request))
+
+    def open_session(self, **request) -> OpenedSession:
+        """`create_session` answered as a stream (`stream=True`): the session, known from the stream's first event
+        (`agent.session.created`), and the rest of that stream, which carries its first turn from the start. The caller
+        closes the events (`with opened.events`). A stream that breaks or ends before the session is known is an
+        unknown outcome like any lost create answer."""
+        with self._call("create_session", creates=True):
+            stream = self._once.beta.agents.sessions.create(
+                **self._session_request(**request),
+                stream=True,
+                stream_options={"include_obfuscation": self._obfuscation},
+                timeout=self._stream_timeout,
+            )
+            try:
+                first = next(stream, None)
+                if first is None or first.type != "agent.session.created":
+                    what = "ended" if first is None else f"began with {first.type}"
+                    raise UnknownOutcome(f"the create's stream {what} before the session", operation="create_session")
+            except BaseException:
+                stream.close()
+                raise
+        return OpenedSession(first.session, LiveEvents(stream, self._reported))
+
+    def _session_request(
         self,
         *,
         agent_id: str,
@@ -215,23 +248,22 @@ class RebyteGateway:
         input_parts: list[str],
         metadata: dict[str, str],
         instructions: str | None = None,
-    ) -> AgentSession:
-        """Creates a session whose first turn is `input_parts`; the session's tools are fixed for its life, and
-        `instructions`, when given, stand for the saved agent's in this session (the SDK's session override), as
-        the gateway's `reasoning_summary` asks for reasoning summaries on its live stream."""
+    ) -> dict:
+        """A session create's arguments: its first turn is `input_parts`; the session's tools are fixed for its life,
+        and `instructions`, when given, stand for the saved agent's in this session (the SDK's session override), as
+        the gateway's `reasoning_summary` asks for reasoning summaries on the session's streams."""
         override: dict = {"tools": tools}
         if instructions is not None:
             override["instructions"] = instructions
         if self._reasoning_summary is not None:
             override["reasoning"] = {"summary": self._reasoning_summary}
-        with self._call("create_session", creates=True):
-            return self._once.beta.agents.sessions.create(
-                environment={"type": "none"},
-                agent_id=agent_id,
-                agent=override,
-                input=user_input(input_parts),
-                metadata=metadata,
-            )
+        return {
+            "environment": {"type": "none"},
+            "agent_id": agent_id,
+            "agent": override,
+            "input": user_input(input_parts),
+            "metadata": metadata,
+        }
 
     def list_sessions(self, agent_id: str) -> list[AgentSession]:
         with self._call("list_sessions"):
@@ -281,12 +313,19 @@ class RebyteGateway:
     def live_events(self, session_id: str) -> Iterator[LiveEvents]:
         """The session's live events (no replay); leaving the block closes the stream, never the turn."""
         with self._call("session_events"):
-            stream = self._client.beta.agents.sessions.events.stream(session_id, timeout=self._stream_timeout)
-        events = LiveEvents(stream, self._reported)
-        try:
+            stream = self._client.beta.agents.sessions.events.stream(
+                session_id, include_obfuscation=self._obfuscation, timeout=self._stream_timeout
+            )
+        with LiveEvents(stream, self._reported) as events:
             yield events
-        finally:
-            events.finish()
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A session created with its event stream (`RebyteGateway.open_session`)."""
+
+    session: AgentSession
+    events: LiveEvents
 
 
 class LiveEvents:
@@ -313,6 +352,12 @@ class LiveEvents:
             except openai.APIConnectionError:
                 if not self._interrupted:
                     raise
+
+    def __enter__(self) -> LiveEvents:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.finish()
 
     def interrupt(self) -> None:
         with self._lock:

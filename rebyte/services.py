@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -20,7 +21,7 @@ from django.utils import timezone
 from impo.core import telemetry
 from impo.core.database import release_connection
 from rebyte import locks
-from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.client import LiveEvents, RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
     OPEN_INTENT_STATES,
@@ -130,11 +131,21 @@ def _open_session_intent(run: Run) -> CreationIntent:
         return CreationIntent.objects.get(**scope)
 
 
-def realise(intent: CreationIntent, gateway: RebyteGateway, *, may_create: bool = True):
+def realise(
+    intent: CreationIntent,
+    gateway: RebyteGateway,
+    *,
+    may_create: bool = True,
+    on_stream: Callable[[LiveEvents], None] | None = None,
+):
     """The intent's resource: found (after an earlier attempt) or created, then adopted. Raises
     CreationPending when that cannot be decided now, CreationRefused when the provider said no, AgentGone
     when a session's agent was lost, and Unavailable when nothing was sent (the caller backs off and tries
-    again later). Without `may_create` it only looks: nothing found leaves the intent to staff."""
+    again later). Without `may_create` it only looks: nothing found leaves the intent to staff.
+
+    With `on_stream`, a session is created on its event stream, handed over (to follow its first turn from its
+    creation, and to close) as soon as the session is known, before it is adopted; a session found by a lookup comes
+    without one."""
     if intent.state == IntentState.CREATED:
         return _resource_of(intent)
     if intent.attempts or not may_create:
@@ -145,10 +156,10 @@ def realise(intent: CreationIntent, gateway: RebyteGateway, *, may_create: bool 
         if not may_create:
             _mark_pending(intent, "nothing found, and no longer needed: not created again")
             raise CreationPending(intent, "nothing found")
-    return _adopt(intent, _create(intent, gateway))
+    return _adopt(intent, _create(intent, gateway, on_stream))
 
 
-def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
+def _create(intent: CreationIntent, gateway: RebyteGateway, on_stream: Callable[[LiveEvents], None] | None) -> str:
     agent = _session_agent(intent) if intent.kind == IntentKind.SESSION else None
     for attempt in (1, 2):
         # Counted before sending, so a crash mid-request still tells the next attempt to look first; and counted
@@ -160,7 +171,7 @@ def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
             raise Unavailable(f"{intent.kind} intent {intent.id} is being created by another run", operation="create")
         intent.attempts += 1
         try:
-            return _send_create(intent, gateway, agent)
+            return _send_create(intent, gateway, agent, on_stream)
         except UnknownOutcome as exc:
             logger.warning("create of %s intent %s is ambiguous: %s", intent.kind, intent.id, exc)
             found = _lookup(intent, gateway)
@@ -179,7 +190,12 @@ def _create(intent: CreationIntent, gateway: RebyteGateway) -> str:
     raise AssertionError("unreachable")
 
 
-def _send_create(intent: CreationIntent, gateway: RebyteGateway, agent: SavedAgent | None) -> str:
+def _send_create(
+    intent: CreationIntent,
+    gateway: RebyteGateway,
+    agent: SavedAgent | None,
+    on_stream: Callable[[LiveEvents], None] | None,
+) -> str:
     if intent.kind == IntentKind.AGENT:
         created = gateway.create_agent(
             model=settings.REBYTE_MODEL,
@@ -188,14 +204,18 @@ def _send_create(intent: CreationIntent, gateway: RebyteGateway, agent: SavedAge
             metadata=intent.metadata,
         )
         return created.id
-    session = gateway.create_session(
-        agent_id=agent.remote_id,
-        tools=intent.request["tools"],
-        instructions=session_instructions(intent),
-        input_parts=intent.request["input_parts"],
-        metadata=intent.metadata,
-    )
-    return session.id
+    request = {
+        "agent_id": agent.remote_id,
+        "tools": intent.request["tools"],
+        "instructions": session_instructions(intent),
+        "input_parts": intent.request["input_parts"],
+        "metadata": intent.metadata,
+    }
+    if on_stream is None:
+        return gateway.create_session(**request).id
+    opened = gateway.open_session(**request)
+    on_stream(opened.events)
+    return opened.session.id
 
 
 def session_instructions(intent: CreationIntent) -> str:

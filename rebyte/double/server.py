@@ -6,9 +6,11 @@ import dataclasses
 import json
 import logging
 import queue
+import random
 import re
 import select
 import socket
+import string
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,6 +24,9 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # How often a quiet live stream looks whether its client has gone.
 CLIENT_GONE_CHECK_SECONDS = 0.2
+# Stream obfuscation pads each event with this many random alphanumeric characters (the length hides the size).
+PADDING_LENGTHS = (8, 64)
+_PADDING_ALPHABET = string.ascii_letters + string.digits
 _AGENT = r"(?P<agent_id>agent_[0-9a-f]+)"
 _SESSION = r"(?P<session_id>sess_[0-9a-f]+)"
 _TURN = r"(?P<turn_id>turn_[0-9a-f]+)"
@@ -195,8 +200,15 @@ class Handler(BaseHTTPRequestHandler):
         if op == "create_session":
             if self.headers.get("Idempotency-Key"):
                 logger.debug("ignoring Idempotency-Key on a session create: creates are not idempotent")
-            payload, turn = store.create_session(body)
+            payload, turn, created_stream = store.create_session(body)
             self.server.agent.start(turn)
+            if created_stream is not None:
+                if fault is not None and fault.mode == "drop_response":  # created, and no event of it sent
+                    store.unsubscribe(payload["id"], created_stream)
+                    self._drop()
+                obfuscated = (body.get("stream_options") or {}).get("include_obfuscation", True)
+                self._send_events(payload["id"], created_stream, fault, obfuscated=obfuscated)
+                return
         else:
             readers = {
                 "create_agent": lambda: store.create_agent(body),
@@ -220,10 +232,22 @@ class Handler(BaseHTTPRequestHandler):
         unknown = sorted(set(query) - {"include_obfuscation"})
         if unknown:
             raise ApiError(400, "unknown_parameter", f"Unknown parameter: {unknown[0]}", param=unknown[0])
+        obfuscation = query.get("include_obfuscation", ["true"])[-1]
+        if obfuscation not in ("true", "false"):
+            message = "include_obfuscation is true or false"
+            raise ApiError(400, "invalid_parameter", message, param="include_obfuscation")
         if "text/event-stream" not in (self.headers.get("Accept") or ""):
             raise ApiError(406, "not_acceptable", "This endpoint answers text/event-stream only")
+        subscriber = self.server.store.subscribe(session_id)
+        self._send_events(session_id, subscriber, fault, obfuscated=obfuscation == "true", greeting=b": connected\n\n")
+
+    def _send_events(
+        self, session_id: str, subscriber: queue.Queue, fault: Fault | None, *, obfuscated: bool, greeting=b""
+    ) -> None:
+        """Writes a session's events from `subscriber` as Server-Sent Events until the client leaves or the stream is
+        cut (a fault, a scenario, a reset), the way a live stream does; a streamed create answers the same way.
+        Obfuscated (the default upstream), each event carries random padding, as the SDK's types describe."""
         store = self.server.store
-        subscriber = store.subscribe(session_id)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -234,7 +258,8 @@ class Handler(BaseHTTPRequestHandler):
         cut_after = fault.after_events if fault is not None and fault.mode == "cut_stream" else None
         sent = 0
         try:
-            self._chunk(b": connected\n\n")
+            if greeting:
+                self._chunk(greeting)
             quiet_since = time.monotonic()
             while True:
                 if sent == cut_after:
@@ -250,11 +275,13 @@ class Handler(BaseHTTPRequestHandler):
                     continue
                 if event is None:  # cut (a scenario, a reset): end as abruptly as a lost connection
                     self._drop()
+                if obfuscated:
+                    event = {**event, "obfuscation": _padding()}
                 self._chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
                 sent += 1
                 quiet_since = time.monotonic()
         except (BrokenPipeError, ConnectionResetError, OSError):
-            logger.debug("live stream client for %s went away", session_id)
+            logger.debug("event stream client for %s went away", session_id)
         finally:
             store.unsubscribe(session_id, subscriber)
 
@@ -292,6 +319,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, dataclasses.asdict(store.configure(body)))
         else:
             raise ApiError(404, "route_not_found", f"No route {method} {path}", "not_found_error")
+
+
+def _padding() -> str:
+    return "".join(random.choices(_PADDING_ALPHABET, k=random.randint(*PADDING_LENGTHS)))
 
 
 def _input_op(body: Any) -> str:

@@ -45,6 +45,8 @@ OPERATIONS = frozenset(
         "session_events",
     }
 )
+# The operations that may answer with an event stream (a session create asked with `stream: true`).
+STREAMING_OPERATIONS = frozenset({"session_events", "create_session"})
 FAULT_MODES = frozenset({"drop_response", "delay", "http_error", "cut_stream"})
 # What configures an agent: a saved agent's create, and a session's override of it, accept these fields.
 AGENT_CONFIGURATION = frozenset(
@@ -237,8 +239,8 @@ class Store:
             raise ApiError(400, "invalid_fault", f"op must be '*' or one of {sorted(OPERATIONS)}")
         if mode not in FAULT_MODES:
             raise ApiError(400, "invalid_fault", f"mode must be one of {sorted(FAULT_MODES)}")
-        if mode == "cut_stream" and op != "session_events":
-            raise ApiError(400, "invalid_fault", "cut_stream applies to session_events only")
+        if mode == "cut_stream" and op not in STREAMING_OPERATIONS:
+            raise ApiError(400, "invalid_fault", f"cut_stream applies to {sorted(STREAMING_OPERATIONS)} only")
         seconds = body.get("seconds")
         fault = Fault(
             id=new_id("fault"),
@@ -345,7 +347,10 @@ class Store:
 
     # --- sessions -----------------------------------------------------------------------------------------
 
-    def create_session(self, body: dict[str, Any]) -> tuple[dict[str, Any], Turn]:
+    def create_session(self, body: dict[str, Any]) -> tuple[dict[str, Any], Turn, queue.Queue | None]:
+        """The new session, its first turn (for the caller to run) and, for a streamed create (`stream: true`), the
+        session's event stream from its creation: `agent.session.created` first, then every event of the session, as
+        a live stream would carry them (subscribed before the turn starts, so nothing of it is missed)."""
         _only(
             body,
             {
@@ -369,8 +374,7 @@ class Store:
                 "environment is required; the double serves {type: none}",
                 param="environment",
             )
-        if body.get("stream"):
-            raise ApiError(400, "unsupported_parameter", "stream=true is not served by the double", param="stream")
+        streamed = _stream_request(body)
         _check_metadata(body.get("metadata"))
         override = body.get("agent") or {}
         if not isinstance(override, dict):
@@ -411,8 +415,14 @@ class Store:
                 listed_after=time.monotonic() + self.config.listing_lag_ms / 1000,
             )
             self.sessions[session_id] = session
+            subscriber = None
+            if streamed:
+                subscriber = queue.Queue()
+                session.subscribers.append(subscriber)
+                created = {"type": "agent.session.created", "event_id": new_id("evt")}
+                subscriber.put({**created, "session": json.loads(json.dumps(obj))})
             turn = self._start_turn(session, body["input"], script)
-            return obj, turn
+            return obj, turn, subscriber
 
     def session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -870,6 +880,22 @@ def _only(mapping: dict[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(mapping) - allowed)
     if unknown:
         raise ApiError(400, "unknown_parameter", f"Unknown parameter: {unknown[0]}", param=unknown[0])
+
+
+def _stream_request(body: dict[str, Any]) -> bool:
+    """Whether a session create asks for its event stream; `stream_options` only go with `stream: true` (the SDK)."""
+    streamed = body.get("stream", False)
+    if not isinstance(streamed, bool):
+        raise ApiError(400, "invalid_type", "stream must be a boolean", param="stream")
+    options = body.get("stream_options")
+    if options is not None:
+        if not streamed:
+            message = "stream_options is only allowed with stream=true"
+            raise ApiError(400, "invalid_parameter", message, param="stream_options")
+        _only(options, {"include_obfuscation"})
+        if not isinstance(options.get("include_obfuscation", True), bool):
+            raise ApiError(400, "invalid_type", "include_obfuscation must be a boolean", param="stream_options")
+    return streamed
 
 
 def _check_metadata(metadata: Any) -> None:

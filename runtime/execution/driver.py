@@ -23,7 +23,7 @@ from impo.core import telemetry
 from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
-from rebyte.client import RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.client import LiveEvents, RebyteGateway, Refused, Unavailable, UnknownOutcome
 from rebyte.models import RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import attempts, selectors
@@ -148,22 +148,30 @@ class RunDriver(InputPhase, Following, FunctionCalls):
         self.cancel_seen = False
         # The session the run's input goes (or went) to, once known: the one a 404 may say the provider lost.
         self.session: RemoteSession | None = None
+        # The event stream of a session this driver created with the run's input (its first turn, from the start).
+        self.created_stream: LiveEvents | None = None
 
     def fence(self):
         return claims.fenced(self.lease)
 
     def drive(self) -> None:
-        session = self.session = self._session_with_input()
+        try:
+            session = self.session = self._session_with_input()
+        finally:
+            created, self.created_stream = self.created_stream, None
+            if created is not None and self.session is None:  # failed after the create: nobody will read it
+                created.finish()
         if session is None:
             return  # parked for reconciliation
-        with LiveStream(self.gateway, session.remote_id) as live:
+        with LiveStream(self.gateway, session.remote_id, created=created) as live:
             self.heartbeat.on_lost(live.wake)
             sending = not self.input_sent
             if sending:
                 self._send_input(session, live)
             else:
                 live.wait_connected()
-            # A stream open since before the message was sent carries its turn from the start: the first deltas
-            # are projected as they come, and the truth is read once the stream ends an item of the reply or the
-            # turn, asks for an action, or falls quiet.
-            self._follow(session, live, read_truth=not (sending and live.open.is_set()))
+            # A stream open since before the message was sent, or the session's own since its creation with the
+            # message, carries its turn from the start: the first deltas are projected as they come, and the truth is
+            # read once the stream ends an item of the reply or the turn, asks for an action, or falls quiet.
+            from_start = sending or created is not None
+            self._follow(session, live, read_truth=not (from_start and live.open.is_set()))

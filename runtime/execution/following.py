@@ -20,7 +20,7 @@ from rebyte.models import RemoteSession
 from runtime import selectors
 from runtime.execution import reasoning, run_input
 from runtime.execution.group_commit import group_commit
-from runtime.execution.live_stream import LiveStream
+from runtime.execution.live_stream import STREAM_ENDED, LiveStream
 from runtime.models import RunState
 from runtime.services import lifecycle, projection
 
@@ -63,6 +63,8 @@ _TURN_END_EVENTS = frozenset(
 
 
 def _asks_for_truth(event) -> bool:
+    if event is STREAM_ENDED:
+        return True
     if event.type == "agent.session.turn.item.done" and event.item.type == "reasoning":
         return False  # its summary was progress, read from the stream; nothing of it is in the reply
     if event.type == "agent.session.turn.item.done" and event.item.type == "message":
@@ -105,8 +107,8 @@ class Following:
                 # text, in the transaction that ends the run.
                 applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
                 asks = any(_asks_for_truth(event) for event in events)
-                # Deltas of an item whose start this stream did not see cannot be placed (a first message's: its
-                # session began its turn): the items can. The turn is not read again for them while it streams.
+                # Deltas of an item whose start this stream did not see cannot be placed (after the stream broke, or
+                # on a successor's stream): the items can. The turn is not read again for them while it streams.
                 read_truth = not events or not applied or asks
                 read_items_only = bool(events) and not asks and followed is not None
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
@@ -175,7 +177,9 @@ class Following:
         """Takes the deltas of items seen from their start, projected when due; False if some could not be placed."""
         placed_all = True
         for event in events:
-            if event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
+            if event is STREAM_ENDED:
+                self.live_text.clear()  # what follows comes from another stream, with a gap before it
+            elif event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
                 if self._is_new_turn(event.turn):
                     self._bind_turn(event.turn.id)
             elif event.type == "agent.session.turn.item.added" and event.item.type == "message":

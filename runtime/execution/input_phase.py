@@ -1,8 +1,9 @@
 """A run's input phase: its input reaches its conversation's session exactly once.
 
-Either as the first input of a new session, created through a creation intent persisted first (docs/design.md §5),
-or as one `input.message` event keyed `impo-run-<run id>`, sent only while no turn of the session is active and
-after the session's turns were recorded as the baseline its turn is new against. A create whose outcome is unknown
+Either as the first input of a new session, created through a creation intent persisted first (docs/design.md §5)
+and answered with the session's event stream, which carries that first turn from its start; or as one
+`input.message` event keyed `impo-run-<run id>`, sent only while no turn of the session is active and after the
+session's turns were recorded as the baseline its turn is new against. A create whose outcome is unknown
 parks the run until reconciliation decides.
 """
 
@@ -13,7 +14,7 @@ from django.conf import settings
 
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
-from rebyte.client import Unavailable
+from rebyte.client import LiveEvents, Unavailable
 from rebyte.models import CreationIntent, IntentKind, RemoteSession
 from runtime.execution import run_input
 from runtime.execution.following import TERMINAL_TURN_STATES
@@ -53,7 +54,8 @@ class InputPhase:
 
     def _realise_session(self, intent: CreationIntent) -> RemoteSession | None:
         try:
-            session = rebyte_services.realise(intent, self.gateway)
+            # Created now, the session answers with its event stream, which the run follows its first turn on.
+            session = rebyte_services.realise(intent, self.gateway, on_stream=self._keep_created_stream)
         except rebyte_services.CreationPending as exc:
             self._park(exc)
             return None
@@ -63,6 +65,9 @@ class InputPhase:
                 self.remote_turn, session, baseline_turn_ids=[], message_sequences=self._message_sequences
             )
         return session
+
+    def _keep_created_stream(self, events: LiveEvents) -> None:
+        self.created_stream = events
 
     def _send_input(self, session: RemoteSession, live: LiveStream) -> None:
         """Sends the run's message once no turn of the session is active (input never steers a turn).

@@ -30,15 +30,28 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
+class _StreamEnded:
+    """Queued when a stream the reader had open ends: the deltas after it come from another stream, which did not see
+    their items start (nor the deltas in between), so they cannot be placed on what came before."""
+
+    type = "impo.live_stream.ended"
+
+
+STREAM_ENDED = _StreamEnded()
+
+
 class LiveStream:
     """The session's live events, read in a thread into a queue; reconnects while it is wanted.
 
-    Only a wake-up and a source of deltas: whatever it misses, the next read of the truth brings.
+    Only a wake-up and a source of deltas: whatever it misses, the next read of the truth brings. `created`, the
+    session's own stream from its creation (a streamed create), is read first: it carries the first turn from its
+    start. Once it ends, the reader goes on with the live stream like any.
     """
 
-    def __init__(self, gateway: RebyteGateway, session_remote_id: str):
+    def __init__(self, gateway: RebyteGateway, session_remote_id: str, *, created: LiveEvents | None = None):
         self._gateway = gateway
         self._session = session_remote_id
+        self._created = created
         self.events: queue.Queue = queue.Queue()
         self.connected = threading.Event()
         # Set while the stream is open (`connected` is also set when it could not be had).
@@ -77,27 +90,36 @@ class LiveStream:
                 self._reading.interrupt()
 
     def _read(self):
-        while not self._stop.is_set():
-            try:
-                with self._gateway.live_events(self._session) as events:
+        try:
+            while not self._stop.is_set():
+                opened = False
+                try:
+                    stream, self._created = self._created or self._gateway.live_events(self._session), None
+                    with stream as events:
+                        with self._reading_lock:
+                            if self._stop.is_set():
+                                return
+                            self._reading = events
+                        opened = True
+                        self.open.set()
+                        self.connected.set()
+                        for event in events:
+                            if self._stop.is_set():
+                                return
+                            self.events.put(event)
+                except ProviderError as exc:
+                    logger.info("live stream of %s broke: %s", self._session, exc)
+                finally:
                     with self._reading_lock:
-                        if self._stop.is_set():
-                            return
-                        self._reading = events
-                    self.open.set()
-                    self.connected.set()
-                    for event in events:
-                        if self._stop.is_set():
-                            return
-                        self.events.put(event)
-            except ProviderError as exc:
-                logger.info("live stream of %s broke: %s", self._session, exc)
-            finally:
-                with self._reading_lock:
-                    self._reading = None
-                self.open.clear()
-            self.connected.set()  # the caller must not wait for a stream that cannot be had
-            self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
+                        self._reading = None
+                    self.open.clear()
+                    if opened and not self._stop.is_set():
+                        self.events.put(STREAM_ENDED)
+                self.connected.set()  # the caller must not wait for a stream that cannot be had
+                self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
+        finally:
+            if self._created is not None:  # left before it was read
+                self._created.finish()
 
     def drain(self, timeout: float) -> list:
         """The events that came, waiting up to `timeout` for the first (holding no database connection)."""

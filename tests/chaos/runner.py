@@ -564,6 +564,9 @@ class ChaosRun:
         ("create_agent", "drop_response", {}),
         ("create_session", "drop_response", {}),
         ("create_session", "http_error", {"status": 502}),
+        # A streamed create lost before it names the session (an unknown outcome), and one cut mid-turn.
+        ("create_session", "cut_stream", {"after_events": 0}),
+        ("create_session", "cut_stream", {"after_events": 6}),
         ("input_message", "drop_response", {}),
         ("input_message", "http_error", {"status": 503}),
         ("input_message", "delay", {"delay_ms": 1500}),

@@ -405,6 +405,7 @@ def test_the_adapter_speaks_the_wire_format_of_the_public_sources(double):
     assert cancel["headers"]["Idempotency-Key"] == "impo-cancel-2"
     assert cancel["body"] == {"events": [{"type": "agent.session.input.cancel"}]}
     assert by_op["session_events"]["headers"]["Accept"] == "text/event-stream"
+    assert by_op["session_events"]["query"] == {"include_obfuscation": "false"}  # no padding to parse
     assert by_op["list_sessions"]["query"] == {"agent_id": agent.id, "order": "desc", "limit": "100"}
     assert by_op["list_items"]["query"] == {"order": "asc", "limit": "100"}
 

@@ -231,16 +231,20 @@ def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_it
 def test_a_reply_the_stream_cannot_place_is_read_from_the_items_without_reading_the_turn_again(
     stack, user, rebyte_double
 ):
-    # A first message goes with its session's create, so its turn began before the stream opened: the stream
-    # missed the reply's start and the deltas are read from the items as they come.
+    # A first message's reply streams on its session's create; that stream is cut after the reply's first delta
+    # (agent.session.created, turn.created, the user's item, turn and session in progress, the reply's item, a delta).
+    # The live stream that takes over missed the reply's start and the gap: its deltas are read from the items.
     rebyte_double.configure(delta_delay_ms=300, delta_chunks=12)
+    rebyte_double.fault("create_session", "cut_stream", after_events=7)
     stack.start_worker()
-    text = "a first message, its turn begun before the stream opened"
+    text = "a first message, its stream cut after the reply began"
     [run] = settled(start_tasks(user, [text]))
 
     assert run.state == RunState.COMPLETED
     assert "".join(event.payload["delta"] for event in deltas_of(run)) == f"Echo: {text}"
     requests = rebyte_double.state()["requests"]
+    assert requests["session_events"] >= 1
     assert requests["list_items"] >= 6  # twelve pieces 0.3 s apart, read as they came
-    # The turn is read to find it and to end the run; its streaming is told by the stream itself.
-    assert requests["list_turns"] <= 3
+    # The turn is read to find it after the cut, while no stream is open, and to end the run; its streaming is told by
+    # the stream itself.
+    assert requests["list_turns"] <= 5

@@ -104,6 +104,13 @@ def forget_conversation(conversation_id) -> None:
     CreationIntent.objects.filter(conversation_id=conversation_id).delete()
 
 
+def forget_agents(owner_id) -> None:
+    """Removes a deleted account's agent bindings and their creation intents once none of its agents is pending
+    deletion (its conversations' bindings went with them); joins the caller's transaction."""
+    SavedAgent.objects.filter(owner_id=owner_id).delete()
+    CreationIntent.objects.filter(owner_id=owner_id).delete()
+
+
 def begin_attempt(intent_id) -> Attempt | None:
     """Claims a due pending intent for one attempt and records it (committed before the call); None when another
     driver holds it, it is not due, or it is settled."""

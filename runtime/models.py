@@ -378,3 +378,17 @@ class Notification(models.Model):
 
     def __str__(self):
         return f"{self.kind} notification of run {self.run_id}"
+
+
+class AccountDeletion(models.Model):
+    """An owner's deletion of their account, acknowledged: the queue row of its remote part (every conversation's
+    deletion, then the agents'), until the account's last step deletes the user and this row with it."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    # Nothing of the account is left at the provider: the last step (the roof's) may delete the user.
+    remote_done_at = models.DateTimeField(null=True, blank=True)
+    last_woken_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"deletion of account {self.owner_id}"

@@ -25,3 +25,9 @@ def build_provider_gateway(**kwargs):
 def delete_conversation(conversation_id: str) -> None:
     # A wake-up only: the deletion's state is in the database, and the sweeper's deletion pass drives it too.
     deletion.advance(conversation_id, provider_gateway())
+
+
+@shared_task(name="runtime.delete_account")
+def delete_account(owner_id: str) -> None:
+    # A wake-up only, as above: the account's deletion row is the queue of record.
+    deletion.advance_account(owner_id, provider_gateway())

@@ -9,6 +9,7 @@ only delays a deletion. Every step reads its state from the database, so two dri
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 
 from rebyte import deletions as remote_deletions
@@ -47,15 +48,42 @@ def advance(conversation_id, gateway: RebyteGateway) -> bool:
     return True
 
 
+def advance_account(owner_id, gateway: RebyteGateway) -> bool:
+    """One step of an account's deletion: once every conversation of it is purged, its agents are deleted at the
+    provider (the double refuses an agent whose sessions remain, and so it might); then the roof's last step (the
+    schedules stopped, the user deleted) is woken. True once nothing of it is left at the provider."""
+    with transaction.atomic(durable=True):
+        # A conversation opened after the account's deletion was acknowledged (a race with it) goes the same way.
+        for conversation_id in deletion.live_conversation_ids(owner_id):
+            deletion.delete_conversation(conversation_id)
+        if deletion.unpurged_conversations(owner_id) or remote_deletions.agent_creation_in_doubt(owner_id):
+            return False
+        remote_deletions.intend_agent_deletions(owner_id=owner_id)
+    for intent_id in remote_deletions.due_deletion_ids(owner_id=owner_id, kind=IntentKind.AGENT):
+        attempt(intent_id, gateway)
+    with transaction.atomic(durable=True):
+        if remote_deletions.pending_deletions(owner_id=owner_id):
+            return False
+        remote_deletions.forget_agents(owner_id)
+        deletion.hand_over_account(owner_id, rewake_after_seconds=settings.IMPO_REWAKE_AFTER_SECONDS)
+    return True
+
+
 def advance_all(gateway: RebyteGateway) -> int:
-    """The sweeper's deletion pass: a step for each of the oldest deleted conversations; returns how many were
-    purged. A failure of one (the database, a bug) is logged and the others go on."""
+    """The sweeper's deletion pass: a step for each of the oldest deleted conversations, then for each account being
+    deleted; returns how many conversations were purged. A failure of one (the database, a bug) is logged and the
+    others go on."""
     purged = 0
     for conversation_id in deletion.conversations_to_purge(DELETIONS_PER_SWEEP):
         try:
             purged += advance(conversation_id, gateway)
         except Exception:
             logger.exception("deletion of conversation %s failed; the next pass tries again", conversation_id)
+    for owner_id in deletion.accounts_to_delete(DELETIONS_PER_SWEEP):
+        try:
+            advance_account(owner_id, gateway)
+        except Exception:
+            logger.exception("deletion of account %s failed; the next pass tries again", owner_id)
     return purged
 
 

@@ -7,16 +7,31 @@ sockets' checks, streams) treats the conversation as gone from its commit; open 
 the conversation's push group and close. The row itself stays, emptied, so a repeated delete finds it.
 """
 
+from datetime import timedelta
+
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from impo.core.errors import NotFound
 from runtime import locks, outbound
-from runtime.models import ACTIVE_RUN_STATES, Conversation, ConversationKind, Event, Message, Run, Task
+from runtime.models import (
+    ACTIVE_RUN_STATES,
+    AccountDeletion,
+    Conversation,
+    ConversationKind,
+    Event,
+    Message,
+    Run,
+    Task,
+)
 from runtime.services import lifecycle
 from tools.models import Note
 
 DELETE_CONVERSATION_TASK = "runtime.delete_conversation"
+DELETE_ACCOUNT_TASK = "runtime.delete_account"
+# The account's last step, at the roof (`impo.accounts`): sent by name, as this app never imports the roof.
+FINISH_ACCOUNT_DELETION_TASK = "impo.finish_account_deletion"
 # What open sockets and streams of a deleted conversation are sent (websocket close code 4404, docs/api.md).
 DELETED_MESSAGE = {
     "type": "conversation.deleted",
@@ -93,3 +108,39 @@ def purge(conversation_id) -> None:
     Message.objects.filter(conversation_id=conversation_id).delete()  # submissions, runs and their rows follow
     Event.objects.filter(conversation_id=conversation_id).delete()
     Conversation.objects.filter(id=conversation_id).update(purged_at=timezone.now())
+
+
+def delete_account_conversations(owner) -> None:
+    """The runtime's part of an account's deletion (joins the caller's transaction, which holds the owner's row):
+    every live conversation deleted as above, and the account's deletion queued (idempotent). All of the owner's
+    active runs are locked first, in id order, so no run is locked after a conversation."""
+    locks.lock_runs(submission__conversation__owner=owner, state__in=ACTIVE_RUN_STATES)
+    for conversation_id in Conversation.objects.filter(owner=owner, deleted_at__isnull=True).values_list(
+        "id", flat=True
+    ):
+        delete_conversation(conversation_id)
+    AccountDeletion.objects.get_or_create(owner=owner)
+    outbound.send_task_after_commit(DELETE_ACCOUNT_TASK, owner.pk, mark_unsent=lambda: None)
+
+
+def live_conversation_ids(owner_id) -> list:
+    return list(Conversation.objects.filter(owner_id=owner_id, deleted_at__isnull=True).values_list("id", flat=True))
+
+
+def unpurged_conversations(owner_id) -> bool:
+    return Conversation.objects.filter(owner_id=owner_id, purged_at__isnull=True).exists()
+
+
+def accounts_to_delete(limit: int) -> list:
+    """Owners whose account deletion is acknowledged and not finished, oldest first (the deletion pass's queue)."""
+    return list(AccountDeletion.objects.order_by("requested_at").values_list("owner_id", flat=True)[:limit])
+
+
+def hand_over_account(owner_id, *, rewake_after_seconds: float) -> None:
+    """Nothing of the account is left at the provider: the roof's last step is woken (after commit), and again once
+    per `rewake_after_seconds` while the user is not deleted (it waits, say, for the schedules to stop)."""
+    now = timezone.now()
+    due = Q(last_woken_at__isnull=True) | Q(last_woken_at__lt=now - timedelta(seconds=rewake_after_seconds))
+    AccountDeletion.objects.filter(owner_id=owner_id, remote_done_at__isnull=True).update(remote_done_at=now)
+    if AccountDeletion.objects.filter(due, owner_id=owner_id).update(last_woken_at=now):
+        outbound.send_task_after_commit(FINISH_ACCOUNT_DELETION_TASK, owner_id, mark_unsent=lambda: None)

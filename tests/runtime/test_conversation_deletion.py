@@ -4,6 +4,7 @@ answer settled by reading, never repeated blindly), local rows gone once nothing
 
 import json
 
+import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -214,3 +215,28 @@ def test_a_worker_killed_mid_delete_leaves_an_intent_the_next_pass_settles_by_re
     assert rebyte_double.state()["requests"]["delete_session"] == 1
     intent = DeletionIntent.objects.get(remote_id=session_id)
     assert (intent.state, intent.outcome, intent.attempts) == ("done", "gone", 2)
+
+
+def test_an_open_stream_of_a_deleted_task_ends_with_an_error_and_no_finish(shared_web, user, api, rebyte_double):
+    rebyte_double.configure(delta_delay_ms=400, delta_chunks=30)
+    receipt = start_task(api, "a long answer please")
+    wait_until(
+        lambda: Event.objects.filter(submission_id=receipt["submissionId"], type="text.delta").exists(),
+        timeout=30,
+        what="the reply to stream",
+    )
+    url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    headers = {"Authorization": f"Bearer {token_of(user)}"}
+    lines = []
+    with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+        chunks = response.iter_lines()
+        lines.append(next(chunks))  # the stream is open and following
+        assert delete_task(api, receipt["taskId"]).status_code == 202
+        lines.extend(chunks)
+
+    items = [
+        json.loads(line[6:]) if line != "data: [DONE]" else "[DONE]" for line in lines if line.startswith("data: ")
+    ]
+    assert items[-2:] == [{"type": "error", "errorText": "This conversation was deleted."}, "[DONE]"]
+    assert {"type": "finish"} not in items
+    assert httpx.get(url, headers=headers).status_code == 404

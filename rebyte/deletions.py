@@ -45,25 +45,25 @@ class Attempt:
     may_have_happened: bool
 
 
-def intend_session_deletions(*, owner_id, conversation_id) -> int:
-    """One pending intent per session of the conversation the provider may still hold (gone ones are 404 already);
-    joins the caller's transaction. Returns how many were new."""
+def intend_session_deletions(*, owner_id, conversation_id) -> None:
+    """One pending intent per session of the conversation the provider may still hold (gone ones are 404 already),
+    those it has already left as they are; joins the caller's transaction."""
     sessions = RemoteSession.objects.filter(conversation_id=conversation_id).exclude(state=SessionState.GONE)
     intents = [
         DeletionIntent(owner_id=owner_id, kind=IntentKind.SESSION, conversation_id=conversation_id, remote_id=remote_id)
         for remote_id in sessions.values_list("remote_id", flat=True)
     ]
-    return len(DeletionIntent.objects.bulk_create(intents, ignore_conflicts=True, unique_fields=["remote_id"]))
+    DeletionIntent.objects.bulk_create(intents, ignore_conflicts=True, unique_fields=["remote_id"])
 
 
-def intend_agent_deletions(*, owner_id) -> int:
+def intend_agent_deletions(*, owner_id) -> None:
     """One pending intent per agent of the owner the provider may still hold; joins the caller's transaction."""
     agents = SavedAgent.objects.filter(owner_id=owner_id, gone_at__isnull=True)
     intents = [
         DeletionIntent(owner_id=owner_id, kind=IntentKind.AGENT, remote_id=remote_id)
         for remote_id in agents.values_list("remote_id", flat=True)
     ]
-    return len(DeletionIntent.objects.bulk_create(intents, ignore_conflicts=True, unique_fields=["remote_id"]))
+    DeletionIntent.objects.bulk_create(intents, ignore_conflicts=True, unique_fields=["remote_id"])
 
 
 def session_creation_in_doubt(conversation_id) -> bool:

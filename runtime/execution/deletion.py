@@ -34,17 +34,27 @@ def advance(conversation_id, gateway: RebyteGateway) -> bool:
         )
         if owner_id is None:
             return False
-        # A running turn must be cancelled before its session can be deleted; the cancel path settles it.
-        if deletion.stop_runs(conversation_id) or remote_deletions.session_creation_in_doubt(conversation_id):
+        if not _sessions_intended(owner_id, conversation_id):
             return False
-        remote_deletions.intend_session_deletions(owner_id=owner_id, conversation_id=conversation_id)
     for intent_id in remote_deletions.due_deletion_ids(conversation_id=conversation_id):
         attempt(intent_id, gateway)
     with transaction.atomic(durable=True):
-        if deletion.stop_runs(conversation_id) or remote_deletions.pending_deletions(conversation_id=conversation_id):
+        # Intended again under the locks: a session made meanwhile (a run staff retried) is not left behind.
+        if not _sessions_intended(owner_id, conversation_id):
+            return False
+        if remote_deletions.pending_deletions(conversation_id=conversation_id):
             return False
         remote_deletions.forget_conversation(conversation_id)
         deletion.purge(conversation_id)
+    return True
+
+
+def _sessions_intended(owner_id, conversation_id) -> bool:
+    """Stops the conversation's runs and intends the deletion of every session it has; False while a run is active
+    (a running turn must be cancelled before its session can be deleted) or a session create of it is in doubt."""
+    if deletion.stop_runs(conversation_id) or remote_deletions.session_creation_in_doubt(conversation_id):
+        return False
+    remote_deletions.intend_session_deletions(owner_id=owner_id, conversation_id=conversation_id)
     return True
 
 

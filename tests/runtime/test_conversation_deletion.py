@@ -240,3 +240,24 @@ def test_an_open_stream_of_a_deleted_task_ends_with_an_error_and_no_finish(share
     assert items[-2:] == [{"type": "error", "errorText": "This conversation was deleted."}, "[DONE]"]
     assert {"type": "finish"} not in items
     assert httpx.get(url, headers=headers).status_code == 404
+
+
+def test_staff_see_a_deletion_still_waiting_on_the_provider_and_its_rows_stay_until_it_is_done(
+    workers, api, desk, rebyte_double
+):
+    receipt = a_settled_task(api)
+    (session_id,) = remote_session_ids(rebyte_double)
+    rebyte_double.fault("delete_session", "http_error", status=503, times=1000)
+
+    assert delete_task(api, receipt["taskId"]).status_code == 202
+    wait_until(
+        lambda: DeletionIntent.objects.filter(remote_id=session_id, attempts__gte=2).exists(),
+        timeout=30,
+        what="the delete to be tried again",
+    )
+
+    waiting = desk.get("/admin/rebyte/deletionintent/?waiting=yes").content.decode()
+    assert session_id in waiting
+    assert session_id not in desk.get("/admin/rebyte/deletionintent/?waiting=no").content.decode()
+    assert Message.objects.filter(conversation_id=receipt["conversationId"]).exists()  # nothing local goes yet
+    assert get(api, f"/api/v1/tasks/{receipt['taskId']}/conversation").status_code == 404

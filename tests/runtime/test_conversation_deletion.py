@@ -256,6 +256,8 @@ def test_staff_see_a_deletion_still_waiting_on_the_provider_and_its_rows_stay_un
         what="the delete to be tried again",
     )
 
+    index = desk.get("/admin/").content.decode()
+    assert 'data-desk="deletion_intents">1<' in index
     waiting = desk.get("/admin/rebyte/deletionintent/?waiting=yes").content.decode()
     assert session_id in waiting
     assert session_id not in desk.get("/admin/rebyte/deletionintent/?waiting=no").content.decode()

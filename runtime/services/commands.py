@@ -47,9 +47,6 @@ class Receipt:
     replayed: bool = False
 
 
-# What an owner's lookup of a run adds: a run of a deleted conversation is gone for its owner.
-LIVE_CONVERSATION = {"submission__conversation__deleted_at__isnull": True}
-
 # Messages arriving together under `interrupt` can change a conversation's unfinished runs between the moment
 # they are locked and the moment the conversation is; the admission then starts over, this many times at most.
 POLICY_ADMISSION_ATTEMPTS = 3
@@ -302,7 +299,7 @@ def answer_tool_approval(*, owner, tool_call_id, answer: tool_approvals.Approval
     calls, as everywhere, so two devices answering at once take turns and one decision is recorded.
     """
     with transaction.atomic(durable=True):
-        run = locks.lock_run(tool_calls__id=tool_call_id, submission__owner=owner, **LIVE_CONVERSATION)
+        run = locks.lock_run_for_owner(owner, tool_calls__id=tool_call_id)
         if run is None:
             raise NotFound("No such tool call.")
         approval, replay, events = tool_approvals.answer_approval(run, tool_call_id, answer, decided_by=owner)
@@ -321,7 +318,7 @@ def request_cancel(*, owner, submission_id) -> None:
     state follows the turn's: `completed` if it finished first.
     """
     with transaction.atomic(durable=True):
-        run = locks.lock_run(submission_id=submission_id, submission__owner=owner, **LIVE_CONVERSATION)
+        run = locks.lock_run_for_owner(owner, submission_id=submission_id)
         if run is None:
             raise NotFound("No such submission.")
         lifecycle.cancel(run, by_owner=True)

@@ -50,6 +50,18 @@ def a_settled_task(api):
     return receipt
 
 
+def a_task_streaming(api, rebyte_double):
+    """A task whose slow reply (the double paced) has begun streaming."""
+    rebyte_double.configure(delta_delay_ms=400, delta_chunks=30)
+    receipt = start_task(api, "a long answer please")
+    wait_until(
+        lambda: Event.objects.filter(submission_id=receipt["submissionId"], type="text.delta").exists(),
+        timeout=30,
+        what="the reply to stream",
+    )
+    return receipt
+
+
 def assert_rows_gone(conversation_id):
     assert not Message.objects.filter(conversation_id=conversation_id).exists()
     assert not Submission.objects.filter(conversation_id=conversation_id).exists()
@@ -108,13 +120,7 @@ def test_another_users_task_is_not_found_and_stays(api, other_api):
 
 
 def test_a_run_in_flight_is_cancelled_before_its_session_is_deleted(workers, api, rebyte_double):
-    rebyte_double.configure(delta_delay_ms=400, delta_chunks=30)
-    receipt = start_task(api, "a long answer please")
-    wait_until(
-        lambda: Event.objects.filter(submission_id=receipt["submissionId"], type="text.delta").exists(),
-        timeout=30,
-        what="the reply to stream",
-    )
+    receipt = a_task_streaming(api, rebyte_double)
 
     assert delete_task(api, receipt["taskId"]).status_code == 202
 
@@ -218,13 +224,7 @@ def test_a_worker_killed_mid_delete_leaves_an_intent_the_next_pass_settles_by_re
 
 
 def test_an_open_stream_of_a_deleted_task_ends_with_an_error_and_no_finish(shared_web, user, api, rebyte_double):
-    rebyte_double.configure(delta_delay_ms=400, delta_chunks=30)
-    receipt = start_task(api, "a long answer please")
-    wait_until(
-        lambda: Event.objects.filter(submission_id=receipt["submissionId"], type="text.delta").exists(),
-        timeout=30,
-        what="the reply to stream",
-    )
+    receipt = a_task_streaming(api, rebyte_double)
     url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
     headers = {"Authorization": f"Bearer {token_of(user)}"}
     lines = []

@@ -55,7 +55,7 @@ def _account(owner_id) -> dict:
 
 
 def _conversations_after(owner_id, last: tuple | None) -> list[dict]:
-    conversations = Conversation.objects.filter(owner_id=owner_id).select_related("task")
+    conversations = Conversation.objects.filter(owner_id=owner_id, deleted_at__isnull=True).select_related("task")
     page = []
     for conversation in _page_after(conversations, last, CONVERSATIONS_PAGE):
         task = getattr(conversation, "task", None)

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
 from impo import health, metrics
+from impo.accounts import AccountView
 from impo.core import errors
 from impo.core.login import throttled_login
 from impo.export import ExportView
@@ -25,6 +26,7 @@ urlpatterns = [
     path("api/v1/", include("webhooks.urls")),
     # The account's data across every app, composed here above them all.
     path("api/v1/export", ExportView.as_view(), name="export"),
+    path("api/v1/account", AccountView.as_view(), name="account"),
     # Any other path under /api/ is the API's 404, in its envelope, in every configuration (DEBUG's technical 404
     # page would otherwise answer it, and CommonMiddleware would redirect it to a slash-ended path).
     re_path(r"^api/", errors.json_not_found),

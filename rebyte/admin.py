@@ -1,8 +1,17 @@
 from django.contrib import admin, messages
 
 from impo.core.admin_desk import DeskAction, DeskActionsMixin
-from rebyte import services
-from rebyte.models import OPEN_INTENT_STATES, CreationIntent, IntentState, RemoteSession, RemoteTurn, SavedAgent
+from rebyte import deletions, services
+from rebyte.models import (
+    OPEN_INTENT_STATES,
+    CreationIntent,
+    DeletionIntent,
+    DeletionState,
+    IntentState,
+    RemoteSession,
+    RemoteTurn,
+    SavedAgent,
+)
 from rebyte.provider import provider_gateway
 
 
@@ -98,6 +107,39 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
                 intent.id, actor=request.user, note=intent.resolution_note or "failed in admin"
             ):
                 self.log_change(request, intent, "marked failed")
+
+
+class WaitingOnTheProvider(admin.SimpleListFilter):
+    title = "waiting on the provider"
+    parameter_name = "waiting"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Pending"), ("no", "Done")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(state=DeletionState.PENDING)
+        if self.value() == "no":
+            return queryset.filter(state=DeletionState.DONE)
+        return queryset
+
+
+@admin.register(DeletionIntent)
+class DeletionIntentAdmin(admin.ModelAdmin):
+    """Remote deletes of deleted conversations and accounts (docs/data-lifecycle.md "Deleting"): the pending ones
+    are still waiting on the provider and are retried with backoff, for ever; their last error says why."""
+
+    list_display = ["remote_id", "kind", "owner", "state", "attempts", "next_attempt_at", "last_error", "created_at"]
+    list_filter = [WaitingOnTheProvider, "kind", "outcome"]
+    search_fields = ["remote_id", "owner__username", "conversation__id"]
+    readonly_fields = [field.name for field in DeletionIntent._meta.fields]
+    ordering = ["-state", "created_at"]  # pending first, oldest first
+    actions = ["attempt_now"]
+
+    @admin.action(description="Attempt again now (skip the backoff)")
+    def attempt_now(self, request, queryset):
+        count = deletions.attempt_now(list(queryset.values_list("id", flat=True)))
+        self.message_user(request, f"{count} pending deletions are due now; the sweeper attempts them next.")
 
 
 @admin.register(SavedAgent)

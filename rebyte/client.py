@@ -7,6 +7,7 @@ callers decide on:
   Idempotency-Key makes a resend harmless), or a create the provider declined before acting (429);
 - `UnknownOutcome`: a create (agent or session: not idempotent upstream) was sent and its answer lost
   (timeout, dropped connection, 5xx); the resource may exist, so it must be looked up before creating again.
+  A delete is sorted the same way: it may have happened, so it is read before it is sent again.
 Pure Python: no Django.
 """
 
@@ -207,6 +208,12 @@ class RebyteGateway:
         with self._call("get_agent"):
             return self._client.beta.agents.retrieve(agent_id)
 
+    def delete_agent(self, agent_id: str) -> None:
+        """Deletes the agent (its sessions must be deleted first). Like a create, a delete is sent once and a lost
+        answer is an unknown outcome: the caller reads (`get_agent`: 404 proves it) before deleting again."""
+        with self._call("delete_agent", creates=True):
+            self._once.beta.agents.delete(agent_id)
+
     def list_agents(self) -> list[Agent]:
         with self._call("list_agents"):
             return _all_pages(self._client.beta.agents.list(order="desc", limit=PAGE_SIZE), "list_agents")
@@ -273,6 +280,12 @@ class RebyteGateway:
     def get_session(self, session_id: str) -> AgentSession:
         with self._call("get_session"):
             return self._client.beta.agents.sessions.retrieve(session_id)
+
+    def delete_session(self, session_id: str) -> None:
+        """Deletes the session (its running turn must be cancelled first: 409 until then). Sent once; a lost answer
+        is an unknown outcome, settled by reading (`get_session`: 404 proves the deletion) before deleting again."""
+        with self._call("delete_session", creates=True):
+            self._once.beta.agents.sessions.delete(session_id)
 
     # --- turns and items ------------------------------------------------------------------------------
 

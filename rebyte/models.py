@@ -177,3 +177,58 @@ class RemoteTurn(models.Model):
 
     def __str__(self):
         return f"turn {self.turn_id or '(not yet known)'} of run {self.run_id}"
+
+
+class DeletionState(models.TextChoices):
+    PENDING = "pending"
+    DONE = "done"
+
+
+class DeletionOutcome(models.TextChoices):
+    DELETED = "deleted"  # the provider confirmed the delete
+    GONE = "gone"  # a read, or the delete itself, answered 404: it was deleted before (an answer lost, say)
+
+
+class DeletionIntent(models.Model):
+    """A remote delete we mean to make (a deleted conversation's session, a deleted account's agent), committed before
+    the request goes out and kept until the provider is known to have deleted it.
+
+    A delete whose answer was lost (a timeout, a dropped connection, a 5xx) may have happened: the intent stays
+    pending with its attempt counted, and the next attempt reads first (404 proves the deletion) before deleting
+    again. Each failure backs off (`not_before`); nothing gives up on its own: staff see pending intents in the admin.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="deletion_intents")
+    kind = models.CharField(max_length=16, choices=IntentKind.choices)
+    # The deleted conversation a session belonged to; null for the owner's agent.
+    conversation = models.ForeignKey(
+        "runtime.Conversation", on_delete=models.CASCADE, null=True, blank=True, related_name="deletion_intents"
+    )
+    remote_id = models.CharField(max_length=200, unique=True)
+    state = models.CharField(max_length=16, choices=DeletionState.choices, default=DeletionState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When the next attempt may start: after a failure's backoff, or once the attempt under way has timed out.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    outcome = models.CharField(max_length=16, choices=DeletionOutcome.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            choice_constraint("kind", IntentKind, "rebyte_deletion_kind"),
+            choice_constraint("state", DeletionState, "rebyte_deletion_state"),
+            models.CheckConstraint(
+                condition=Q(state="pending", outcome="")
+                | Q(state="done", done_at__isnull=False, outcome__in=["deleted", "gone"]),
+                name="rebyte_done_deletion_has_outcome",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["created_at"], condition=Q(state="pending"), name="rebyte_deletion_pending"),
+        ]
+
+    def __str__(self):
+        return f"deletion of {self.kind} {self.remote_id} ({self.state})"

@@ -31,8 +31,15 @@ def locking_runs(*, skip_locked: bool = False, related: tuple[str, ...] = ()) ->
 
 def lock_run(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> Run | None:
     """One run found by `lookup` (its id, its submission, one of its tool calls or invocations), waiting for its
-    holder; None when none matches. An owner's request names `submission__owner` so another user's run is None."""
+    holder; None when none matches. An owner's request goes through `lock_run_for_owner`."""
     return locking_runs(related=related).filter(**lookup).first()
+
+
+def lock_run_for_owner(owner, *, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> Run | None:
+    """`lock_run` for an owner's request: another user's run, or one of a deleted conversation, is None."""
+    return lock_run(
+        related=related, submission__owner=owner, submission__conversation__deleted_at__isnull=True, **lookup
+    )
 
 
 def lock_runs(*, related: tuple[str, ...] = RELATED_FOR_WRITES, **lookup) -> list[Run]:

@@ -9,6 +9,10 @@ from django.utils import timezone
 
 from impo.core import telemetry
 from impo.core.models import choice_constraint
+from runtime.staff_models import StaffRunAction, StaffRunActionKind, StaffRunActionOutcome
+
+# Re-exported: the staff audit is a runtime model like the others.
+__all__ = ["StaffRunAction", "StaffRunActionKind", "StaffRunActionOutcome"]
 
 
 class ConversationKind(models.TextChoices):
@@ -37,19 +41,33 @@ class Conversation(models.Model):
     # in the log meets one of those, and a client resuming from below it may be told to reload its snapshot.
     events_compacted_through = models.PositiveBigIntegerField(default=0)
     message_policy = models.CharField(max_length=16, choices=MessagePolicy.choices, default=MessagePolicy.QUEUE)
+    # Deleted by its owner (Main Chat cleared): gone for every owner read; its rows go once nothing remote is
+    # pending (`purged_at`), this row staying as the tombstone (docs/data-lifecycle.md).
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    purged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["owner"], condition=Q(kind="main_chat"), name="runtime_one_main_chat_per_owner"
+                fields=["owner"],
+                condition=Q(kind="main_chat", deleted_at__isnull=True),
+                name="runtime_one_live_main_chat_per_owner",
             ),
             choice_constraint("kind", ConversationKind, "runtime_conversation_kind"),
             choice_constraint("message_policy", MessagePolicy, "runtime_conversation_message_policy"),
         ]
-        # Conversation search (runtime.selectors.conversations_for_owner) matches these very expressions.
-        indexes = [GinIndex(SearchVector("title", config="simple"), name="runtime_conversation_title_fts")]
+        # Conversation search (runtime.search) matches these very expressions.
+        indexes = [
+            GinIndex(SearchVector("title", config="simple"), name="runtime_conversation_title_fts"),
+            # The deletion pass's queue (`execution.deletion`): conversations deleted and not yet purged.
+            models.Index(
+                fields=["deleted_at"],
+                condition=Q(deleted_at__isnull=False, purged_at__isnull=True),
+                name="runtime_conversation_to_purge",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.get_kind_display()} {self.id} of {self.owner_id}"
@@ -178,8 +196,7 @@ _RUN_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-class IllegalTransition(Exception):
-    pass
+class IllegalTransition(Exception): ...
 
 
 class Run(models.Model):
@@ -327,43 +344,6 @@ class Event(models.Model):
         return f"{self.type} #{self.seq}"
 
 
-class StaffRunActionKind(models.TextChoices):
-    RETRY = "retry"
-    CANCEL = "cancel"
-
-
-class StaffRunActionOutcome(models.TextChoices):
-    QUEUED_AGAIN = "queued_again"
-    NOT_FAILED = "not_failed"
-    REPLACED = "replaced"  # failed, but regenerated since: only the latest attempt is retried
-    CANCELLED = "cancelled"
-    CANCEL_REQUESTED = "cancel_requested"
-    ALREADY_FINISHED = "already_finished"
-    ALREADY_REQUESTED = "already_requested"
-
-
-class StaffRunAction(models.Model):
-    """Audit of what staff did to a run: one row per run, the rows of one admin action sharing a batch."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    batch = models.UUIDField()
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    kind = models.CharField(max_length=16, choices=StaffRunActionKind.choices)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="staff_actions")
-    outcome = models.CharField(max_length=32, choices=StaffRunActionOutcome.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            choice_constraint("kind", StaffRunActionKind, "runtime_staff_action_kind"),
-            choice_constraint("outcome", StaffRunActionOutcome, "runtime_staff_action_outcome"),
-        ]
-        indexes = [models.Index(fields=["batch"], name="runtime_staff_action_batch")]
-
-    def __str__(self):
-        return f"{self.kind} of run {self.run_id}: {self.outcome}"
-
-
 class NotificationKind(models.TextChoices):
     """What a run's owner is told about (docs/design.md §10)."""
 
@@ -398,3 +378,17 @@ class Notification(models.Model):
 
     def __str__(self):
         return f"{self.kind} notification of run {self.run_id}"
+
+
+class AccountDeletion(models.Model):
+    """An owner's deletion of their account, acknowledged: the queue row of its remote part (every conversation's
+    deletion, then the agents'), until the account's last step deletes the user and this row with it."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    # Nothing of the account is left at the provider: the last step (the roof's) may delete the user.
+    remote_done_at = models.DateTimeField(null=True, blank=True)
+    last_woken_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"deletion of account {self.owner_id}"

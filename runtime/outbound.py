@@ -91,17 +91,25 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:
-    if not wire_events:
-        return
+    if wire_events:
+        # One message for the events of one write (in seq order): a streaming run's projection is often several.
+        _push_after_commit(conversation_id, {"type": "conversation.events", "events": wire_events})
 
-    async def push_together():
+
+def publish_deleted(conversation_id, notice: dict) -> None:
+    """Tells the conversation's open sockets and streams that it was deleted (a hint: they also find it out from
+    the database, the sockets in their periodic check and the streams at their keepalive)."""
+    _push_after_commit(conversation_id, {"type": "conversation.deleted", "notice": notice})
+
+
+def _push_after_commit(conversation_id, message: dict) -> None:
+    async def push():
         from channels.layers import get_channel_layer
 
-        # One message for the events of one write (in seq order): a streaming run's projection is often several.
-        await get_channel_layer().group_send(group, {"type": "conversation.events", "events": wire_events})
+        await get_channel_layer().group_send(group, message)
 
     group = conversation_group(conversation_id)
-    send_after_commit(lambda: _sender.send(push_together(), lane=group))
+    send_after_commit(lambda: _sender.send(push(), lane=group))
 
 
 def conversation_group(conversation_id) -> str:

@@ -1,15 +1,13 @@
 """Read paths of the runtime, shaped for the ICA v1 wire format. Every read is scoped to an owner."""
 
-import re
 import uuid
 
-from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from impo.core.errors import NotFound
-from runtime import subscribers
+from runtime import search, subscribers
 from runtime.attempts import attempt_ids_by_user_message, later_attempt
 from runtime.models import (
     ACTIVE_RUN_STATES,
@@ -44,7 +42,7 @@ TASK_STATUSES = tuple(dict.fromkeys(_TASK_STATUS_BY_RUN_STATE.values()))
 
 def submission_for_owner(owner, submission_id: uuid.UUID) -> Submission:
     submission = (
-        Submission.objects.filter(id=submission_id, owner=owner)
+        Submission.objects.filter(id=submission_id, owner=owner, conversation__deleted_at__isnull=True)
         .select_related("run", "conversation__task")
         .annotate(result_count=Count("events", filter=Q(events__type__in=RESULT_EVENT_TYPES)))
         .first()
@@ -195,12 +193,17 @@ def _tasks_with_latest_run():
     )
 
 
+def _owned_tasks(owner):
+    """The owner's tasks; a deleted one is gone for every owner read from its deletion's commit."""
+    return _tasks_with_latest_run().filter(owner=owner, conversation__deleted_at__isnull=True)
+
+
 def tasks_for_owner(owner) -> list[Task]:
-    return list(_tasks_with_latest_run().filter(owner=owner).order_by("-created_at"))
+    return list(_owned_tasks(owner).order_by("-created_at"))
 
 
 def task_for_owner(owner, task_id: uuid.UUID) -> Task:
-    task = _tasks_with_latest_run().filter(owner=owner, id=task_id).select_related("conversation").first()
+    task = _owned_tasks(owner).filter(id=task_id).select_related("conversation").first()
     if task is None:
         raise NotFound("No such task.")
     return task
@@ -228,30 +231,12 @@ def task_to_wire(task: Task) -> dict:
 # Conversations are searched word by word, each word also as a prefix ("plan" finds "plants"), in the
 # language-neutral `simple` configuration: titles and messages are in whatever language their owner writes.
 # The vectors are the expressions the GIN indexes of migration 0010 are built on, so the index serves the match.
-SEARCH_CONFIG = "simple"
-SEARCH_WORDS_MAX = 8
 MAIN_CHAT_TITLE = "Main Chat"
-
-
-def title_vector():
-    return SearchVector("title", config=SEARCH_CONFIG)
-
-
-def message_text_vector():
-    return SearchVector("text", config=SEARCH_CONFIG)
-
-
-def search_query(query: str) -> SearchQuery | None:
-    """`to_tsquery` from the query's words only (never its operators), each a prefix, all required."""
-    words = re.findall(r"\w+", query.lower())[:SEARCH_WORDS_MAX]
-    if not words:
-        return None
-    return SearchQuery(" & ".join(f"{word}:*" for word in words), config=SEARCH_CONFIG, search_type="raw")
 
 
 def _conversations_with_activity(owner):
     latest_message = Message.objects.filter(conversation=OuterRef("pk")).order_by("-sequence")
-    return Conversation.objects.filter(owner=owner).annotate(
+    return Conversation.objects.filter(owner=owner, deleted_at__isnull=True).annotate(
         last_activity_at=Coalesce(Subquery(latest_message.values("created_at")[:1]), F("created_at")),
         latest_run_state=_latest_run("state", conversation="pk"),
         task_id=F("task__id"),
@@ -262,15 +247,15 @@ def conversations_for_owner(owner, *, query: str = "", offset: int = 0, limit: i
     """The owner's Main Chat and Tasks as chats, newest activity (last message) first; `query` keeps those whose
     title or any message matches. Offset-paginated: `nextOffset` is null on the last page."""
     conversations = _conversations_with_activity(owner)
-    search = search_query(query)
-    if query and search is None:
+    words = search.search_query(query)
+    if query and words is None:
         conversations = conversations.none()  # only punctuation: nothing can match
-    elif search is not None:
-        matching_message = Message.objects.annotate(vector=message_text_vector()).filter(
-            conversation=OuterRef("pk"), vector=search
+    elif words is not None:
+        matching_message = Message.objects.annotate(vector=search.message_text_vector()).filter(
+            conversation=OuterRef("pk"), vector=words
         )
-        conversations = conversations.annotate(title_search=title_vector()).filter(
-            Q(title_search=search) | Q(Exists(matching_message))
+        conversations = conversations.annotate(title_search=search.title_vector()).filter(
+            Q(title_search=words) | Q(Exists(matching_message))
         )
     rows = list(conversations.order_by("-last_activity_at", "-created_at", "id")[offset : offset + limit + 1])
     has_more = len(rows) > limit
@@ -305,7 +290,7 @@ EVENT_BATCH_SIZE = 500
 
 
 def owns_conversation(owner, conversation_id) -> bool:
-    return Conversation.objects.filter(id=conversation_id, owner=owner).exists()
+    return Conversation.objects.filter(id=conversation_id, owner=owner, deleted_at__isnull=True).exists()
 
 
 def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE) -> list[dict]:
@@ -314,14 +299,15 @@ def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE)
 
 
 def latest_event_seqs(conversation_ids) -> dict[str, int]:
-    """The newest committed `seq` of each conversation, in one query (allocated with its events, so never ahead).
+    """The newest committed `seq` of each conversation, in one query (allocated with its events, so never ahead);
+    a deleted conversation is left out, which tells its sockets to close.
 
     Asked every few seconds for every open socket of a process: one array parameter costs the ORM's
     per-parameter work (an `IN` list) only once, about half the CPU at a thousand conversations.
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, last_event_seq FROM runtime_conversation WHERE id = ANY(%s::uuid[])",
+            "SELECT id, last_event_seq FROM runtime_conversation WHERE id = ANY(%s::uuid[]) AND deleted_at IS NULL",
             [[str(conversation_id) for conversation_id in conversation_ids]],
         )
         return {str(conversation_id): last_event_seq for conversation_id, last_event_seq in cursor.fetchall()}
@@ -350,6 +336,11 @@ def current_attempt_events(submission_id) -> list[dict]:
         .first()
     )
     return submission_events_after(submission_id, (latest_acceptance or 1) - 1)
+
+
+def submission_is_live(submission_id) -> bool:
+    """Whether the submission's conversation still exists for its owner (not deleted)."""
+    return Submission.objects.filter(id=submission_id, conversation__deleted_at__isnull=True).exists()
 
 
 def run_state_of(submission_id) -> str:

@@ -4,7 +4,7 @@ from celery.signals import worker_ready
 from impo.core import telemetry
 from rebyte.provider import provider_gateway
 from runtime import selectors
-from runtime.execution import driver
+from runtime.execution import deletion, driver
 
 
 @shared_task(name="runtime.execute_run")
@@ -19,3 +19,15 @@ def execute_run(run_id: str) -> None:
 def build_provider_gateway(**kwargs):
     # The gateway is built once per process; building it in the first run would add its cost to that run.
     provider_gateway()
+
+
+@shared_task(name="runtime.delete_conversation")
+def delete_conversation(conversation_id: str) -> None:
+    # A wake-up only: the deletion's state is in the database, and the sweeper's deletion pass drives it too.
+    deletion.advance(conversation_id, provider_gateway())
+
+
+@shared_task(name="runtime.delete_account")
+def delete_account(owner_id: str) -> None:
+    # A wake-up only, as above: the account's deletion row is the queue of record.
+    deletion.advance_account(owner_id, provider_gateway())

@@ -5,7 +5,7 @@ import binascii
 import uuid
 from datetime import datetime
 
-from django.db.models import F
+from django.db.models import F, Q
 
 from impo.core.error_codes import ErrorCode
 from impo.core.errors import InvalidRequest, NotFound
@@ -109,6 +109,12 @@ def unsynced_plan_signals(limit: int) -> list[PlanSignal]:
     """Plans whose latest change Temporal has not acknowledged (the API's signal failed or never ran)."""
     plans = ScheduledTask.objects.filter(synced_generation__lt=F("generation")).order_by("updated_at")[:limit]
     return [plan_signal(plan) for plan in plans]
+
+
+def plans_stopped(owner_id) -> bool:
+    """Whether every plan of the owner is deleted and its workflow acknowledged it (so it has stopped)."""
+    plans = ScheduledTask.objects.filter(owner_id=owner_id)
+    return not plans.filter(Q(deleted_at__isnull=True) | Q(synced_generation__lt=F("generation"))).exists()
 
 
 def live_plan_signals() -> list[PlanSignal]:

@@ -135,12 +135,28 @@ def delete_plan(*, owner, plan_id: uuid.UUID, revision: uuid.UUID, now: datetime
             raise Conflict(
                 "The scheduled task changed since this revision; reload it.", code=ErrorCode.SCHEDULE_CHANGED
             )
-        plan.deleted_at = now
-        plan.next_run_at = None
-        plan.generation += 1
-        plan.updated_at = now
-        plan.save()
-        _signal_after_commit(plan.id)
+        _tombstone(plan, now)
+
+
+def delete_plans_of(owner, *, now: datetime | None = None) -> None:
+    """Every live plan of the owner tombstoned as `delete_plan` does (an account's deletion: joins its transaction,
+    which holds the owner's row); each workflow is signalled after commit and stops, or the discovery loop
+    re-signals it (`plans_stopped` tells when all have heard)."""
+    now = now or timezone.now()
+    for plan_id in selectors.live_plans_for_owner(owner).values_list("id", flat=True):
+        plan = locks.lock_plan(plan_id)
+        if plan is not None and plan.deleted_at is None:
+            _tombstone(plan, now)
+
+
+def _tombstone(plan: ScheduledTask, now: datetime) -> None:
+    """The plan stops firing (its workflow told after commit); its history stays."""
+    plan.deleted_at = now
+    plan.next_run_at = None
+    plan.generation += 1
+    plan.updated_at = now
+    plan.save()
+    _signal_after_commit(plan.id)
 
 
 def admit_occurrence(

@@ -62,6 +62,12 @@ def delete_subscription(*, owner, subscription_id: uuid.UUID) -> None:
         locks.lock_subscription_for_owner(owner, subscription_id).delete()
 
 
+def delete_subscriptions_of(owner) -> None:
+    """Every push subscription of the owner, with its deliveries (an account's deletion: joins its transaction)."""
+    for subscription_id in PushSubscription.objects.filter(owner=owner).values_list("id", flat=True):
+        locks.lock_subscription_for_owner(owner, subscription_id).delete()
+
+
 def update_preferences(*, owner, kinds: dict[str, bool]) -> NotificationPreference:
     """`kinds`: {kind: on}; a kind not named keeps its setting."""
     with transaction.atomic(durable=True):

@@ -60,6 +60,13 @@ def delete_endpoint(*, owner, endpoint_id: uuid.UUID) -> None:
         locks.lock_endpoint_for_owner(owner, endpoint_id, to_delete=True).delete()
 
 
+def delete_endpoints_of(owner) -> None:
+    """Every endpoint of the owner, with its deliveries (an account's deletion: joins its transaction). Each is
+    locked as a single delete locks it, so a collection delivering to it finishes first."""
+    for endpoint_id in WebhookEndpoint.objects.filter(owner=owner).values_list("id", flat=True):
+        locks.lock_endpoint_for_owner(owner, endpoint_id, to_delete=True).delete()
+
+
 # --- collection: the event log becomes deliveries ---------------------------------------------------
 
 

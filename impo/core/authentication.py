@@ -77,7 +77,11 @@ def user_for_token(key: str):
         _token_cache_away.succeeded()
     if cached and cached != _TOMBSTONE:
         values = json.loads(cached)
-        return get_user_model().from_db("default", _CACHED_USER_FIELDS, [values[name] for name in _CACHED_USER_FIELDS])
+        # `from_db` takes a partial row's values in the model's field order, whatever order the names are given in:
+        # in another order each value lands in another field (the username in is_superuser, is_active in username).
+        user_model = get_user_model()
+        names = [field.attname for field in user_model._meta.concrete_fields if field.attname in _CACHED_USER_FIELDS]
+        return user_model.from_db("default", names, [values[name] for name in names])
     read_at = time.monotonic()
     token = Token.objects.select_related("user").filter(key=key, user__is_active=True).first()
     if token is None:

@@ -41,6 +41,7 @@ class ErrorCode(StrEnum):
     )
     UNAUTHORIZED = "unauthorized", 401, False, "No valid session or token."
     FORBIDDEN = "forbidden", 403, False, "Authenticated, but not allowed to do this."
+    PASSWORD_INCORRECT = "password_incorrect", 403, False, "The password confirming the account's deletion is wrong."
     NOT_FOUND = "not_found", 404, False, "No such object for this user (another user's object looks the same)."
     METHOD_NOT_ALLOWED = "method_not_allowed", 405, False, "The route does not answer this HTTP method."
     NOT_ACCEPTABLE = "not_acceptable", 406, False, "The route cannot answer in a media type the Accept header allows."

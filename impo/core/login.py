@@ -68,3 +68,24 @@ def throttled_login(view):
         return response
 
     return wrapped
+
+
+def confirm_password(user, password: str, address: str) -> bool:
+    """Whether `password` is the user's, for an action a token alone must not take (deleting the account). Failures
+    count with the login form's, per (username, address): a stolen token does not guess the password faster than
+    the form allows. Raises RateLimited while blocked, ServiceUnavailable when the count is unreachable."""
+    identity = limits.failure_key(user.get_username().strip().lower(), address)
+    try:
+        wait = limits.failures_blocked(LIMIT, identity, allowed=settings.IMPO_LIMIT_LOGIN_FAILURES)
+    except limits.LimitsUnavailable as exc:
+        logger.warning("password check refused, the failure count is unreachable: %s", exc)
+        raise ServiceUnavailable("Try again later.", retry_after=UNAVAILABLE_RETRY_AFTER_SECONDS) from exc
+    if wait:
+        raise RateLimited("Too many wrong passwords; try again later.", retry_after=wait)
+    if password and user.check_password(password):
+        return True
+    try:
+        limits.record_failure(LIMIT, identity, window_seconds=settings.IMPO_LIMIT_LOGIN_WINDOW_SECONDS)
+    except limits.LimitsUnavailable as exc:
+        logger.warning("password failure count not updated: %s", exc)
+    return False

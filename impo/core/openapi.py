@@ -21,6 +21,7 @@ _ERROR_DESCRIPTIONS = {
     400: "invalid_request: malformed JSON, an unknown or missing field, a value outside the input limits, a path id"
     " that is not a UUID, or an unknown, repeated or ill-formed query parameter.",
     401: "unauthorized: no valid session or token.",
+    403: "Authenticated, but refused.",
     404: "not_found: no such object for this user (another user's object looks the same).",
     409: "A conflict.",
     410: "The object expired or was cancelled.",

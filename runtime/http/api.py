@@ -12,6 +12,7 @@ from impo.core.views import IcaAPIView
 from runtime import attempts, limits, selectors
 from runtime.execution import retries
 from runtime.http.serializers import (
+    ConversationDeletedSerializer,
     ConversationListQuerySerializer,
     ConversationListSerializer,
     ConversationPageQuerySerializer,
@@ -31,7 +32,7 @@ from runtime.http.serializers import (
     TaskListSerializer,
     TaskReceiptSerializer,
 )
-from runtime.services import admission, commands, regeneration
+from runtime.services import admission, commands, deletion, regeneration
 from tools.selectors import approval_to_wire
 from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
 
@@ -167,6 +168,16 @@ class MainChatConversationView(IcaAPIView):
         commands.set_message_policy(conversation_id=conversation.id, policy=policy)
         return Response(_settings_of(conversation.id, policy))
 
+    @extend_schema(
+        request=None,
+        responses=responses({202: ConversationDeletedSerializer}, 503),
+        description="Clears Main Chat: its conversation is deleted as a Task's is (`DELETE /api/v1/tasks/{taskId}`),"
+        " and the next message or read opens a new, empty one with a fresh session. Idempotent.",
+    )
+    def delete(self, request):
+        deletion.clear_main_chat(owner=request.user)
+        return Response({"deleted": True}, status=202)
+
 
 class ConversationsView(IcaAPIView):
     query_serializer = ConversationListQuerySerializer
@@ -235,6 +246,19 @@ class TasksView(IcaAPIView):
             },
             status=202,
         )
+
+
+class TaskView(IcaAPIView):
+    @extend_schema(
+        request=None,
+        responses=responses({202: ConversationDeletedSerializer}, 404, 503),
+        description="Deletes the Task and its conversation: active replies are cancelled, and from now on the task,"
+        " its history, submissions and streams are 404 (open sockets close with 4404). Its sessions at the agent"
+        " provider and its stored rows are removed in the background. Idempotent: a repeat is answered the same.",
+    )
+    def delete(self, request, task_id: uuid.UUID):
+        deletion.delete_task(owner=request.user, task_id=task_id)
+        return Response({"deleted": True}, status=202)
 
 
 class TaskMessagesView(IcaAPIView):

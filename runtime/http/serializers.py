@@ -309,3 +309,10 @@ class ConversationListSerializer(serializers.Serializer):
 
 class TaskListSerializer(serializers.Serializer):
     tasks = TaskSerializer(many=True)
+
+
+class ConversationDeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField(
+        help_text="Always true: the conversation is gone for its owner from now on (404 everywhere); its copy at the"
+        " agent provider and its stored rows are removed in the background."
+    )

@@ -9,6 +9,7 @@ urlpatterns = [
     path("conversations", api.ConversationsView.as_view(), name="conversations"),
     path("conversations/<ica_uuid:conversation_id>", api.ConversationView.as_view(), name="conversation"),
     path("tasks", api.TasksView.as_view(), name="tasks"),
+    path("tasks/<ica_uuid:task_id>", api.TaskView.as_view(), name="task"),
     path("tasks/<ica_uuid:task_id>/messages", api.TaskMessagesView.as_view(), name="task-messages"),
     path("tasks/<ica_uuid:task_id>/conversation", api.TaskConversationView.as_view(), name="task-conversation"),
     path("messages/<ica_uuid:message_id>/regenerate", api.RegenerateView.as_view(), name="message-regenerate"),

@@ -94,6 +94,13 @@ def scheduled_tasks(request):
     return render(request, "chat/schedules.html", {"weekdays": WEEKDAYS})
 
 
+@login_required
+@ensure_csrf_cookie
+def account(request):
+    """The account's page: its data to download, and its deletion (the page script calls DELETE /api/v1/account)."""
+    return render(request, "chat/account.html")
+
+
 def page_not_found(request, exception=None):
     if _is_api(request):
         return errors.json_not_found(request, exception)

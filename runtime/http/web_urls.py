@@ -11,6 +11,7 @@ urlpatterns = [
     path("tasks/", web.task_list, name="task-list"),
     path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
     path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
+    path("account/", web.account, name="account"),
     path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     # The push service worker, at the root so its scope covers every chat page (docs/notifications.md).

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.realtime import socket_catch_up
+from runtime.services.deletion import DELETED_MESSAGE
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,9 @@ INVALID_PAYLOAD_CLOSE_CODE = 1007
 # replay buffer (docs/data-lifecycle.md), so a client resuming from before what is kept reloads its snapshot (the
 # history, whose `lastEventSeq` it resumes from) instead of waiting for seqs that compaction removed.
 EVENTS_COMPACTED_CLOSE_CODE = 4410
+# Application close code for "this conversation was deleted" (4000 + 404): sent after one `conversation.deleted` frame,
+# at once for every open socket of it (docs/api.md); reconnecting is refused like any unknown conversation.
+CONVERSATION_DELETED_CLOSE_CODE = 4404
 RELOAD_MESSAGE = {
     "type": "snapshot.reload",
     "reason": "events_compacted",
@@ -45,7 +49,7 @@ RELOAD_MESSAGE = {
 class ConversationConsumer(AsyncJsonWebsocketConsumer):
     joined = False
     ended = False
-    # Set once the client was told to reload: nothing more is sent on this socket.
+    # Set once the client was told to reload (or that the conversation was deleted): nothing more is sent.
     reloading = False
     page_visible = False
 
@@ -180,6 +184,18 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                     self.last_sent_seq = event["seq"]
                 if len(batch) < selectors.EVENT_BATCH_SIZE:
                     return
+
+    async def conversation_deleted(self, message):
+        """The conversation was deleted (its push group's notice): told once, then closed with 4404."""
+        await self.end_deleted(message["notice"])
+
+    async def end_deleted(self, notice: dict = DELETED_MESSAGE):
+        async with self.send_lock:
+            if self.reloading:
+                return
+            self.reloading = True  # nothing more is sent on this socket
+        await self.send_json(notice)
+        await self.close(code=CONVERSATION_DELETED_CLOSE_CODE, reason="conversation deleted")
 
     async def _ask_for_reload(self):
         self.reloading = True

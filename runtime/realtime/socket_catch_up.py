@@ -44,6 +44,8 @@ class WatchingSocket(Protocol):
 
     async def catch_up(self) -> None: ...
 
+    async def end_deleted(self) -> None: ...
+
 
 class CatchUpLoop:
     def __init__(self) -> None:
@@ -94,6 +96,8 @@ class CatchUpLoop:
                     break  # Redis is still unreachable: one attempt a round, not one per socket
         conversation_ids = {socket.conversation_id for socket in sockets}
         latest = await database_sync_to_async(selectors.latest_event_seqs)(conversation_ids)
+        # A deleted conversation is not in `latest`: its sockets close, if its push did not close them already.
+        await asyncio.gather(*(socket.end_deleted() for socket in sockets if socket.conversation_id not in latest))
         behind = [socket for socket in sockets if latest.get(socket.conversation_id, 0) > socket.last_sent_seq]
         outcomes = await asyncio.gather(*(socket.catch_up() for socket in behind), return_exceptions=True)
         for socket, outcome in zip(behind, outcomes, strict=True):

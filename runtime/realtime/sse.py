@@ -30,6 +30,8 @@ from runtime.realtime.ai_sdk_stream import UIMessageStream, compact
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+# How a stream of a conversation deleted while it is open ends: this `error`, no `finish` (docs/api.md).
+DELETED_ERROR = {"type": "error", "errorText": "This conversation was deleted."}
 KEEPALIVE_SECONDS = 15.0
 
 
@@ -101,7 +103,10 @@ async def _follow(stream: UIMessageStream, layer, group: str, channel: str, subm
     last_keepalive = time.monotonic()
     while not stream.finished:
         if live:
-            live = await _wait_for_push(layer, channel)
+            live, pushed = await _wait_for_push(layer, channel)
+            if pushed is not None and pushed.get("type") == "conversation.deleted":
+                yield _frame(DELETED_ERROR)
+                return
         else:
             await asyncio.sleep(POLL_SECONDS)
             live = await _join(layer, group, channel)
@@ -113,6 +118,9 @@ async def _follow(stream: UIMessageStream, layer, group: str, channel: str, subm
             last_keepalive = time.monotonic()
             await asyncio.to_thread(subscribers.refresh, submission_id, subscriber_id)
             await asyncio.to_thread(slot.refresh)
+            if not await database_sync_to_async(selectors.submission_is_live)(submission_id):
+                yield _frame(DELETED_ERROR)  # deleted, and its push was lost
+                return
             yield ": keepalive\n\n"
 
 
@@ -126,13 +134,12 @@ async def _join(layer, group: str, channel: str) -> bool:
     return True
 
 
-async def _wait_for_push(layer, channel: str) -> bool:
-    """Waits up to one poll interval for a push; False when the channel layer failed meanwhile."""
+async def _wait_for_push(layer, channel: str) -> tuple[bool, dict | None]:
+    """Waits up to one poll interval for a push: whether the channel layer still works, and the push if one came."""
     try:
-        await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
+        return True, await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
     except TimeoutError:
-        pass
+        return True, None
     except (RedisError, OSError) as exc:
         logger.warning("live push lost, polling the event log: %s", exc)
-        return False
-    return True
+        return False, None

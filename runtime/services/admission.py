@@ -138,8 +138,10 @@ _GATE_SQL = f"""
 """
 # The sequences are allocated (and the conversation row locked) only when the gate passes and the policy read from
 # the locked row (or decided by the caller under locks) queues the message.
+# `deleted_at` is checked again here, on the row as locked: a delete committed meanwhile refuses the message.
 _ADMITTED_IF = (
-    "c.id = target.id AND gate.device_ok AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)"
+    "c.id = target.id AND c.deleted_at IS NULL AND gate.device_ok"
+    " AND (%(cap)s::int IS NULL OR gate.active_runs < %(cap)s::int)"
     f" AND (%(policy_decided)s OR COALESCE(%(policy)s::text, c.message_policy) = '{MessagePolicy.QUEUE}')"
 )
 # `submission.accepted` is built in Python like every other; only the sequences the statement allocates are set here.
@@ -214,7 +216,7 @@ def admission_statement(
     sql = f"""
         WITH gate AS ({_GATE_SQL}), target AS (
             SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
-              FROM runtime_conversation c WHERE {target.match(params)}
+              FROM runtime_conversation c WHERE {target.match(params)} AND c.deleted_at IS NULL
         ), conversation AS ({allocation}), {", ".join(inserts)}
         {_ADMISSION_RESULT_SQL}
     """

@@ -53,7 +53,8 @@ POLICY_ADMISSION_ATTEMPTS = 3
 
 
 def ensure_main_conversation(owner) -> Conversation:
-    conversation, _ = Conversation.objects.get_or_create(owner=owner, kind=ConversationKind.MAIN_CHAT)
+    # A cleared Main Chat stays as a tombstone: the owner's live one is the one not deleted (a new one after a clear).
+    conversation, _ = Conversation.objects.get_or_create(owner=owner, kind=ConversationKind.MAIN_CHAT, deleted_at=None)
     return conversation
 
 
@@ -260,6 +261,7 @@ def _admit_by_policy(
     receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=True)
     if receipt is None:
         _raise_refusal(outcome, active_run_cap)
+        raise NotFound("No such conversation.")  # deleted since its first statement found it
     return receipt
 
 
@@ -297,7 +299,7 @@ def answer_tool_approval(*, owner, tool_call_id, answer: tool_approvals.Approval
     calls, as everywhere, so two devices answering at once take turns and one decision is recorded.
     """
     with transaction.atomic(durable=True):
-        run = locks.lock_run(tool_calls__id=tool_call_id, submission__owner=owner)
+        run = locks.lock_run_for_owner(owner, tool_calls__id=tool_call_id)
         if run is None:
             raise NotFound("No such tool call.")
         approval, replay, events = tool_approvals.answer_approval(run, tool_call_id, answer, decided_by=owner)
@@ -316,7 +318,7 @@ def request_cancel(*, owner, submission_id) -> None:
     state follows the turn's: `completed` if it finished first.
     """
     with transaction.atomic(durable=True):
-        run = locks.lock_run(submission_id=submission_id, submission__owner=owner)
+        run = locks.lock_run_for_owner(owner, submission_id=submission_id)
         if run is None:
             raise NotFound("No such submission.")
         lifecycle.cancel(run, by_owner=True)
@@ -326,6 +328,7 @@ def rename_conversation(*, owner, conversation_id: uuid.UUID, title: str) -> Non
     """The owner's title for a chat; a Task's own title follows it, so the task list and the chat agree."""
     with transaction.atomic(durable=True):
         now = timezone.now()
-        if not Conversation.objects.filter(id=conversation_id, owner=owner).update(title=title, updated_at=now):
+        live = Conversation.objects.filter(id=conversation_id, owner=owner, deleted_at__isnull=True)
+        if not live.update(title=title, updated_at=now):
             raise NotFound("No such conversation.")
         Task.objects.filter(conversation_id=conversation_id).update(title=title, updated_at=now)

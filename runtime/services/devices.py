@@ -53,7 +53,7 @@ def register_device(*, owner, installation_id: str, tools: list[str]) -> Device:
 
 def _locked_invocation(owner, invocation_id: uuid.UUID, device_id: uuid.UUID) -> tuple[Run, DeviceInvocation]:
     """Another user's invocation and another device's look alike: not found (existence is not revealed)."""
-    run = locks.lock_run(tool_calls__invocation__id=invocation_id, submission__owner=owner)
+    run = locks.lock_run_for_owner(owner, tool_calls__invocation__id=invocation_id)
     if run is None:
         raise NotFound("No such invocation.")
     return run, device_bridge.locked_invocation(run, invocation_id, device_id)

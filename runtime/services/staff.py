@@ -69,7 +69,7 @@ def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run
     That row is what makes the same request again a replay (None: nothing is queued twice). A run that has not
     failed is refused with 409 `not_retryable`; the caller's transaction then rolls its audit row back.
     """
-    run = locks.lock_run(submission_id=submission_id, submission__owner=owner, related=_RETRY_RELATED)
+    run = locks.lock_run_for_owner(owner, submission_id=submission_id, related=_RETRY_RELATED)
     if run is None:
         raise NotFound("No such submission.")
     retries = StaffRunAction.objects.filter(run=run, batch=retry_id, kind=StaffRunActionKind.RETRY)

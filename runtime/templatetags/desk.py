@@ -3,7 +3,7 @@
 from django import template
 from django.urls import reverse
 
-from rebyte.models import CreationIntent, IntentState
+from rebyte.models import CreationIntent, DeletionIntent, DeletionState, IntentState
 from runtime.models import Run, RunState
 from tools.models import ApprovalStatus, ToolApproval, ToolCall, ToolCallState
 
@@ -36,5 +36,12 @@ def reconciliation_desk() -> list[dict]:
             "label": "Remote creations pending reconciliation",
             "count": CreationIntent.objects.filter(state=IntentState.PENDING_RECONCILIATION).count(),
             "url": f"{reverse('admin:rebyte_creationintent_changelist')}?open=pending",
+        },
+        {
+            # Retried with backoff on their own; listed so a provider refusing them for long is seen.
+            "key": "deletion_intents",
+            "label": "Remote deletions waiting on the provider",
+            "count": DeletionIntent.objects.filter(state=DeletionState.PENDING).count(),
+            "url": f"{reverse('admin:rebyte_deletionintent_changelist')}?waiting=yes",
         },
     ]

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db
 
 UNSAFE_METHODS = ["post", "put", "patch", "delete"]
 NONEXISTENT_PATHS = [
-    "/api/v1/account",
-    f"/api/v1/tasks/{uuid.uuid4()}",
+    "/api/v1/accounts",
+    f"/api/v1/tasks/{uuid.uuid4()}/nothing",
     "/api/v1/nothing-here",
     "/api/v2/conversation/messages",
     "/api/",
@@ -70,7 +70,7 @@ def test_unsafe_methods_on_every_api_path_answer_the_envelope(user, caller):
 def test_a_bearer_request_to_a_path_without_a_route_is_404_not_a_csrf_refusal(user):
     client = callers(user)["bearer beside a session"]
 
-    response = client.delete("/api/v1/account")
+    response = client.delete("/api/v1/no-such-route")
 
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
@@ -88,7 +88,7 @@ def test_a_bearer_request_with_the_wrong_method_on_the_stream_is_405(user):
 def test_a_session_request_without_its_csrf_token_is_refused_in_the_envelope(user):
     client = callers(user)["session without CSRF token"]
 
-    response = client.delete("/api/v1/account")
+    response = client.delete("/api/v1/no-such-route")
 
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "forbidden"

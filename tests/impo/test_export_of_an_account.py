@@ -94,3 +94,13 @@ def test_an_export_without_credentials_is_unauthorized(stack, web):
 
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_deleted_conversation_is_not_exported(stack, web, api, user):
+    kept = api.post("/api/v1/tasks", {"clientMessageId": "t-1", "text": "keep this task"}, format="json").json()
+    gone = api.post("/api/v1/tasks", {"clientMessageId": "t-2", "text": "delete this task"}, format="json").json()
+
+    assert api.delete(f"/api/v1/tasks/{gone['taskId']}").status_code == 202
+    _, _, document = export(web, user)
+
+    assert [conversation["taskId"] for conversation in document["conversations"]] == [kept["taskId"]]

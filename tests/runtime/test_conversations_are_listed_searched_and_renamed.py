@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from runtime import selectors
+from runtime import search
 from runtime.models import Message, Task
 
 pytestmark = pytest.mark.django_db
@@ -127,8 +127,8 @@ def test_a_blank_or_long_title_is_refused_and_another_users_conversation_is_not_
 
 
 def test_the_search_is_served_by_the_gin_indexes():
-    words = selectors.search_query("plants")
+    words = search.search_query("plants")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-    by_text = Message.objects.annotate(vector=selectors.message_text_vector()).filter(vector=words).explain()
+    by_text = Message.objects.annotate(vector=search.message_text_vector()).filter(vector=words).explain()
     assert "runtime_message_text_fts" in by_text

@@ -6,7 +6,7 @@ import redis
 from django.conf import settings
 from rest_framework.authtoken.models import Token
 
-from impo.core.authentication import token_cache_key
+from impo.core.authentication import token_cache_key, user_for_token
 from impo.devstack import start_web
 from tests.client import token_of
 
@@ -57,3 +57,16 @@ def test_a_reactivated_user_is_served_again_from_the_database_while_the_tombston
 
     assert [status_of(url, token) for url in two_web_processes] == [200, 200]
     assert cached(token) == b"-"  # the tombstone keeps refills out until it expires; the database answers meanwhile
+
+
+@pytest.mark.django_db
+def test_a_user_read_from_the_token_cache_has_each_field_in_its_place(user):
+    token = token_of(user)
+    first = user_for_token(token)  # read from the database, and cached
+    assert cached(token) is not None
+
+    second = user_for_token(token)  # read from the cache
+
+    for found in (first, second):
+        assert (found.pk, found.get_username(), found.is_active) == (user.pk, user.username, True)
+        assert (found.is_staff, found.is_superuser) == (False, False)

@@ -24,7 +24,7 @@ def test_the_chat_page_with_a_reply_and_a_tool_call_has_no_serious_accessibility
     assert run_axe(browser_page) == []
 
 
-@pytest.mark.parametrize("path", ["/tasks/", "/schedules/"])
+@pytest.mark.parametrize("path", ["/tasks/", "/schedules/", "/account/"])
 def test_a_list_page_has_no_serious_accessibility_violations(browser_page, user, path):
     log_in(browser_page, user)
     browser_page.goto(path)

@@ -74,3 +74,12 @@ def test_tasks_and_schedules(themed_page, user):
     submit_plan(page, " ", "Never runs.", frequency="cron", cron="not a cron")
     page.locator("#schedule-form .field-error").first.wait_for()
     assert checked(page) == []
+
+
+def test_the_account_page_with_a_refused_password(themed_page, user):
+    page = themed_page
+    log_in(page, user)
+    page.goto("/account/")
+    page.click("#delete-account button[type=submit]")  # no password: said beside the field, nothing asked
+    page.locator("#delete-account-error").wait_for()
+    assert checked(page) == []

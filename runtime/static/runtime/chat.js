@@ -693,9 +693,12 @@
   // The server closes with this code (after a `snapshot.reload` frame) when events after our last one are no
   // longer kept (docs/data-lifecycle.md): the history is reloaded and the socket resumes from its lastEventSeq.
   const EVENTS_COMPACTED_CLOSE_CODE = 4410;
+  // And with this one (after a `conversation.deleted` frame) when the chat was deleted, here or elsewhere: the
+  // page says so and stops (a socket to it would be refused).
+  const CONVERSATION_DELETED_CLOSE_CODE = 4404;
 
   function apply(event) {
-    if (event.type === "snapshot.reload") return; // the close that follows reloads
+    if (event.type === "snapshot.reload" || event.type === "conversation.deleted") return; // the close follows
     if (event.seq <= state.lastSeq) return; // already applied (a replay overlapping a live push)
     if (event.seq !== state.lastSeq + 1) {
       // A hole: never guess; resubscribe from the last applied event and let the server replay it.
@@ -724,6 +727,14 @@
     socket.addEventListener("close", (event) => {
       if (event.code === EVENTS_COMPACTED_CLOSE_CODE) {
         reload();
+        return;
+      }
+      if (event.code === CONVERSATION_DELETED_CLOSE_CODE) {
+        setConnection("deleted", "deleted");
+        errorBox.textContent = "This chat was deleted. Reload the page to start again.";
+        errorBox.hidden = false;
+        textarea.disabled = true;
+        sendButton.disabled = true;
         return;
       }
       const refused = event.code >= 4000 && event.code < 5000;

@@ -1,5 +1,7 @@
 // Renaming the chat from its header: Rename opens a field with the title, Enter (or Save) sends it with
 // PATCH /api/v1/conversations/<id>, Escape (or Cancel) puts the title back. The sidebar is read again after.
+// Clear (Main Chat only), once confirmed, deletes Main Chat's conversation (DELETE /api/v1/conversation) and loads
+// the page again, which opens a new, empty one.
 (function () {
   "use strict";
 
@@ -11,6 +13,7 @@
   const cancel = document.getElementById("rename-cancel");
   const problem = document.getElementById("rename-error");
   if (!root || !open) return;
+  const clear = document.getElementById("clear-chat");
   const url = `/api/v1/conversations/${root.dataset.conversationId}`;
   const SITE_SUFFIX = " · Impo";
 
@@ -38,6 +41,18 @@
     editing(false);
     open.focus();
   });
+  if (clear) {
+    clear.addEventListener("click", async () => {
+      if (!confirm("Clear Main Chat? Its messages are deleted for good, here and at the assistant.")) return;
+      const result = await ImpoApi.call("DELETE", "/api/v1/conversation");
+      if (!result.ok) {
+        ImpoUi.showError(problem, result.body);
+        return;
+      }
+      location.reload();
+    });
+  }
+
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const result = await ImpoApi.call("PATCH", url, { title: input.value });

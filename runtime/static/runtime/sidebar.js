@@ -64,7 +64,29 @@
     meta.append(ImpoUi.timeElement(chat.lastActivityAt));
     link.append(title, meta);
     item.append(link);
+    if (chat.taskId) item.append(deleteButton(chat));
     return item;
+  }
+
+  // A Task's Delete, once confirmed: DELETE /api/v1/tasks/<id>. Deleting the chat on screen goes to Main Chat.
+  function deleteButton(chat) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "link side-delete";
+    button.textContent = "Delete";
+    button.setAttribute("aria-label", `Delete “${chat.title}”`);
+    button.addEventListener("click", async () => {
+      if (!confirm(`Delete “${chat.title}”? Its messages are deleted for good, here and at the assistant.`)) return;
+      const result = await ImpoApi.call("DELETE", `/api/v1/tasks/${chat.taskId}`);
+      if (!result.ok && result.status !== 404) {
+        empty.textContent = (result.body && result.body.error && result.body.error.message) || "Could not delete.";
+        empty.hidden = false;
+        return;
+      }
+      if (chat.conversationId === currentConversation) location.assign("/");
+      else refreshSoon();
+    });
+    return button;
   }
 
   function draw() {

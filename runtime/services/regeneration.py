@@ -58,7 +58,7 @@ def regenerate_reply(
 
 def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> Receipt:
     replaced = (
-        Submission.objects.filter(assistant_message_id=message_id, owner=owner)
+        Submission.objects.filter(assistant_message_id=message_id, owner=owner, conversation__deleted_at__isnull=True)
         .select_related("run", "user_message", "assistant_message", "conversation__task")
         .first()
     )
@@ -67,6 +67,9 @@ def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, ac
     conversation = replaced.conversation
     # From here until commit no run of the conversation starts or ends, and no message is added.
     locks.lock_conversation(conversation.id)
+    conversation.refresh_from_db(fields=["last_message_sequence", "deleted_at"])
+    if conversation.deleted_at is not None:  # deleted since it was read: its deletion holds the lock first
+        raise NotFound("No such reply.")
     replay = replayed_receipt(owner, command.client_message_id, fingerprint)
     if replay is not None:
         return replay
@@ -82,7 +85,6 @@ def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, ac
             details={"activeSubmissionId": str(unfinished)},
         )
     replaced.run.refresh_from_db(fields=["state"])
-    conversation.refresh_from_db(fields=["last_message_sequence"])
     if replaced.assistant_message.sequence != conversation.last_message_sequence or replaced.run.state not in (
         TERMINAL_RUN_STATES
     ):

@@ -129,6 +129,18 @@ def test_another_users_reply_is_not_found(workers, api, other_api):
     assert Submission.objects.count() == 1
 
 
+def test_a_reply_of_a_deleted_task_is_not_found(workers, api):
+    task = start_task(api, "beta", client_message_id="t-1")
+    replaced = finished_run(task["submissionId"])
+    assert api.delete(f"/api/v1/tasks/{task['taskId']}").status_code == 202
+
+    response = regenerate(api, reply_of(replaced))
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert not Submission.objects.filter(client_message_id="r-1").exists()
+
+
 def test_only_the_last_reply_is_regenerated(workers, api):
     earlier = replied(api, "alpha", "m-1")
     replied(api, "beta", "m-2")

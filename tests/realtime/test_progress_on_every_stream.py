@@ -92,6 +92,23 @@ def test_the_websocket_carries_the_reasoning_as_progress_before_the_reply_and_th
     assert "Reading the message" not in json.dumps(assistant)
 
 
+def test_the_first_message_of_a_conversation_shows_its_reasoning_while_it_is_written(
+    workers, api, rebyte_double, reasoning_replies
+):
+    # Its session is created with it, so the worker's stream opens after the summary began: the items have it.
+    rebyte_double.configure(delta_delay_ms=500)
+    run = completed(post_message(api, "first thoughts")["submissionId"])
+
+    progress = list(
+        Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_PROGRESS)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
+    assert progress[0]["status"] == "running"
+    assert "".join(payload["delta"] for payload in progress) == progress[-1]["text"]
+    assert progress[-1]["text"] == reasoning_summary("first thoughts")
+
+
 def test_the_sse_stream_tells_the_reasoning_as_a_reasoning_part_before_the_text(
     workers, web, api, user, reasoning_replies
 ):

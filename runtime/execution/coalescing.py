@@ -46,7 +46,7 @@ class Coalescer:
 
     def wait_seconds(self, longest: float) -> float:
         """How long the driver may wait for more before what it holds is due."""
-        return min(longest, self.window_left()) if self._pending else longest
+        return min(longest, self.window_left()) if self.pending else longest
 
     def due(self, *, at_once: bool = False) -> tuple[Texts, Texts] | None:
         """What to project now (and forget here): the texts and the progress steps; None while the window holds

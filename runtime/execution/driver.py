@@ -138,7 +138,10 @@ class RunDriver(InputPhase, Following, FunctionCalls):
         self.heartbeat = heartbeat
         self.live_text: dict[str, str] = {}
         self.unprojected = Coalescer()  # the reply read since its last projection
-        self.summaries = Summaries()  # the turn's reasoning, read from the live stream
+        self.summaries = Summaries()  # the turn's reasoning, read from the live stream (and the items)
+        # A run whose input left under an earlier claim: what that claim projected of its reasoning is not known, so
+        # the items are not read for it (only parts this driver's stream sees from their start, or whole at their end).
+        self.resumed = claimed.run.input_sent_at is not None
         # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
         # its copy of the run, which is the claim's read).
         self.input_sent = claimed.run.input_sent_at is not None

@@ -3,8 +3,7 @@ item id) and `required_actions` are the truth, read on start, on resume and when
 
 What one read brings is projected in one fenced transaction (or the process's group commit) with the count of
 characters projected per item, so a successor after a crash projects only the rest (docs/design.md §1.5, §5).
-The turn's reasoning summaries come from the live stream only and go with those projections as transient progress
-(`reasoning`).
+The turn's reasoning summaries, read the same way, go with those projections as transient progress (`reasoning`).
 """
 
 import logging
@@ -152,6 +151,8 @@ class Following:
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
         self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
+        if not self.resumed:
+            self.unprojected.take_progress(reasoning.steps_of(mine))
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
             failure = turn.error or RunError(ErrorCode.TURN_FAILED, "")  # a failed turn's own code passes through
@@ -193,7 +194,9 @@ class Following:
                     placed_all = False
             elif event.type in reasoning.SUMMARY_EVENTS and event.turn_id == self.remote_turn.turn_id:
                 step = self.summaries.read(event)
-                if step is not None:
+                if step is None:
+                    placed_all = False  # a part begun before this stream: the items have it
+                else:
                     self.unprojected.take_progress({step[0]: step[1:]})
         self._project_pending()
         return placed_all

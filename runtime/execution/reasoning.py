@@ -1,9 +1,10 @@
 """The turn's reasoning summaries, read from the live stream, projected as transient progress (`run.progress`).
 
-Only the live stream carries them as they are written, and they are transient: the truth (the items) is not read
-for them, a run resumed by another worker shows only what its reasoning says from then on, and a run's end drops
-what was not projected yet (its reply replaces them). Each summary part (an item id and a summary index) is one
-step. A part whose start this stream did not see is placed only by its `done` events, which carry its whole text.
+Each summary part (a reasoning item's id and a summary index) is one step. The live stream carries it as it is
+written; a part whose start this stream did not see (the first turn of a session created with its input, whose
+stream opens after the create) cannot take its deltas, so, as for the reply's text, the items are read for it: a
+reasoning item holds its summary so far. Progress is transient: a run's end drops what was not projected yet (its
+reply replaces it), and a run resumed under a new claim shows only what its own stream reads.
 """
 
 from runtime.services import projection
@@ -18,6 +19,20 @@ SUMMARY_EVENTS = frozenset(
 )
 
 
+def step_id(item_id: str, summary_index: int) -> str:
+    return f"thinking-{item_id}-{summary_index}"
+
+
+def steps_of(items: list) -> dict[str, tuple[str, bool]]:
+    """(text so far, whether it ended) of every summary part of these items (a read of the truth)."""
+    return {
+        step_id(item.id, index): (part.text, item.status == "completed")
+        for item in items
+        if item.type == "reasoning"
+        for index, part in enumerate(item.summary)
+    }
+
+
 class Summaries:
     def __init__(self):
         self._read: dict[str, str] = {}  # step id -> its text as read so far
@@ -26,7 +41,7 @@ class Summaries:
 
     def read(self, event) -> tuple[str, str, bool] | None:
         """(step id, text so far, whether it ended) of a summary event; None for a delta it cannot place."""
-        step = f"thinking-{event.item_id}-{event.summary_index}"
+        step = step_id(event.item_id, event.summary_index)
         if event.type == "agent.session.turn.reasoning_summary_text.delta":
             if step not in self._read:
                 return None

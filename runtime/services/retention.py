@@ -33,11 +33,11 @@ removed AS (
     DELETE FROM runtime_event delta USING taken
     WHERE delta.submission_id = taken.submission_id AND (
         delta.type = %(progress)s
-        OR delta.type = %(delta)s AND EXISTS (
+        OR (delta.type = %(delta)s AND EXISTS (
             SELECT 1 FROM runtime_event done
             WHERE done.submission_id = delta.submission_id AND done.type = %(completed)s AND done.seq > delta.seq
               AND done.payload->>'partId' = delta.payload->>'partId'
-        )
+        ))
     )
     RETURNING delta.conversation_id, delta.seq
 ),

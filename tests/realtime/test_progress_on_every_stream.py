@@ -6,6 +6,7 @@ A real worker drives replies from the double with reasoning summaries on; the se
 goes to the session the first one created, whose live stream the worker opened before sending it (so it reads every
 summary event, as it would from the real service)."""
 
+import asyncio
 import json
 
 import pytest
@@ -17,7 +18,7 @@ from impo.asgi import application
 from rebyte.double.agent import reasoning_summary
 from runtime.models import Event, EventType
 from runtime.services import retention
-from tests.client import post_message, token_of
+from tests.client import post_message, socket_path, token_of, web_client
 from tests.realtime.test_submission_stream import (
     completed,
     read_stream,
@@ -45,34 +46,38 @@ def second_reply(api, text: str):
     return completed(post_message(api, text, client_message_id="m-2")["submissionId"])
 
 
-def socket_frames(user, conversation_id, last_seq: int) -> list[dict]:
-    """The conversation's events from the start, read from a websocket up to `last_seq`."""
-
-    path = f"/ws/v1/conversations/{conversation_id}/?after=0&token={token_of(user)}"
+def followed_on_a_socket(user, web, conversation_id, text: str) -> tuple[str, list[dict]]:
+    """Posts `text` to Main Chat while a websocket of its conversation is open, and reads the socket live until the
+    run ends: the submission id and the events of that submission."""
+    token = token_of(user)
+    after = Event.objects.filter(conversation_id=conversation_id).order_by("-seq").values_list("seq", flat=True)[0]
 
     async def read():
-        communicator = WebsocketCommunicator(application, path)
+        communicator = WebsocketCommunicator(application, socket_path(conversation_id, token, after=str(after)))
         connected, _ = await communicator.connect()
         assert connected
+        with web_client(web, token) as client:
+            receipt = await asyncio.to_thread(post_message, client, text, client_message_id="m-2")
         frames = []
-        while not frames or frames[-1]["seq"] < last_seq:
-            frames.append(json.loads(await communicator.receive_from(timeout=10)))
+        while not frames or frames[-1]["type"] != EventType.RUN_COMPLETED:
+            frame = json.loads(await communicator.receive_from(timeout=30))
+            if frame["submissionId"] == receipt["submissionId"]:
+                frames.append(frame)
         await communicator.disconnect()
-        return frames
+        return receipt["submissionId"], frames
 
     return async_to_sync(read)()
 
 
-def test_the_websocket_carries_the_reasoning_as_progress_before_the_reply_and_the_transcript_has_none(
-    workers, api, user, reasoning_replies
+def test_the_websocket_carries_the_reasoning_live_as_progress_before_the_reply_and_the_transcript_has_none(
+    workers, web, api, user, reasoning_replies
 ):
-    run = second_reply(api, "think first")
+    warm_up = completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
+
+    submission_id, frames = followed_on_a_socket(user, web, warm_up.submission.conversation_id, "think first")
+
+    run = completed(submission_id)
     summary = reasoning_summary("think first")
-    conversation_id = run.submission.conversation_id
-    last_seq = Event.objects.filter(conversation_id=conversation_id).order_by("-seq").first().seq
-
-    frames = [f for f in socket_frames(user, conversation_id, last_seq) if f["submissionId"] == str(run.submission_id)]
-
     progress = [frame for frame in frames if frame["type"] == EventType.RUN_PROGRESS]
     assert len(progress) >= 2  # coalesced, not one event per provider delta nor a single one at the end
     assert {frame["payload"]["stepId"] for frame in progress} == {progress[0]["payload"]["stepId"]}
@@ -82,7 +87,6 @@ def test_the_websocket_carries_the_reasoning_as_progress_before_the_reply_and_th
     assert [frame["payload"]["status"] for frame in progress][-1] == "completed"
     assert progress[-1]["payload"]["text"] == summary and "text" not in progress[0]["payload"]
     types = [frame["type"] for frame in frames]
-    assert types.index(EventType.RUN_PROGRESS) < types.index(EventType.TEXT_DELTA)
     assert max(i for i, kind in enumerate(types) if kind == EventType.RUN_PROGRESS) < types.index(EventType.TEXT_DELTA)
     # The reply is the echo alone: in its deltas, its completion and the history.
     deltas = "".join(frame["payload"]["delta"] for frame in frames if frame["type"] == EventType.TEXT_DELTA)
@@ -90,6 +94,23 @@ def test_the_websocket_carries_the_reasoning_as_progress_before_the_reply_and_th
     assistant = [m for m in api.get("/api/v1/conversation").json()["messages"] if m["role"] == "assistant"]
     assert deltas == completion == assistant[-1]["text"] == "Echo: think first"
     assert "Reading the message" not in json.dumps(assistant)
+
+
+def test_the_first_message_of_a_conversation_shows_its_reasoning_while_it_is_written(
+    workers, api, rebyte_double, reasoning_replies
+):
+    # Its session is created with it, so the worker's stream opens after the summary began: the items have it.
+    rebyte_double.configure(delta_delay_ms=500)
+    run = completed(post_message(api, "first thoughts")["submissionId"])
+
+    progress = list(
+        Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_PROGRESS)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
+    assert progress[0]["status"] == "running"
+    assert "".join(payload["delta"] for payload in progress) == progress[-1]["text"]
+    assert progress[-1]["text"] == reasoning_summary("first thoughts")
 
 
 def test_the_sse_stream_tells_the_reasoning_as_a_reasoning_part_before_the_text(

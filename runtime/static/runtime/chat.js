@@ -58,7 +58,7 @@
     progress: new Map(), // messageId -> its transient progress (ImpoProgress), while it runs
     lastSeq: 0,
   };
-  const nodes = new Map(); // message id -> {item, body, tools, footer, drawnText}
+  const nodes = new Map(); // message id -> {item, body, tools, footer, progress, drawnText}
   let socket = null;
   // Reconnecting backs off: doubling up to 30 s, each wait drawn between half and all of it so pages that lost
   // their sockets together do not return together. A socket the server refused after accepting it (4000-4999,

@@ -313,6 +313,10 @@ LOGGING = {
 IMPO_RUN_LEASE_SECONDS = env.float("IMPO_RUN_LEASE_SECONDS", default=30.0)
 # A run's live deltas after the first of its turn are projected together, at most once per this window.
 IMPO_DELTA_WINDOW_SECONDS = env.float("IMPO_DELTA_WINDOW_SECONDS", default=0.1)
+# Claim transactions one worker process runs at once (runtime/execution/driver.py); the others wait, holding no
+# connection, so that a burst of wake-ups leaves the pool (DATABASE_POOL_MAX_SIZE, 10 a worker) to the projections
+# of the replies already streaming.
+IMPO_CLAIMS_IN_FLIGHT = env.int("IMPO_CLAIMS_IN_FLIGHT", default=4)
 IMPO_RUN_MAX_ATTEMPTS = env.int("IMPO_RUN_MAX_ATTEMPTS", default=3)
 IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5.0)
 # A queued run whose last wake-up is older than this gets another (the first may have been lost).

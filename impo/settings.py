@@ -205,7 +205,8 @@ SPECTACULAR_SETTINGS = {
 CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = 30.0
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels-redis' layer, with one send for the groups of a whole write (impo/channel_layer.py).
+        "BACKEND": "impo.channel_layer.GroupsChannelLayer",
         # redis-py 8 caps a pool at 100 connections and fails the 101st instead of waiting; a web process
         # with a thousand sockets joins and leaves groups concurrently (all at once when a network drops).
         "CONFIG": {

@@ -40,6 +40,7 @@ class LiveStream:
         self._gateway = gateway
         self._session = session_remote_id
         self.events: queue.Queue = queue.Queue()
+        self._woken = threading.Event()
         self.connected = threading.Event()
         # Set while the stream is open (`connected` is also set when it could not be had).
         self.open = threading.Event()
@@ -68,6 +69,7 @@ class LiveStream:
 
     def wake(self) -> None:
         """Ends a `drain` waiting now (or the next one) early, with nothing: the driver has something to check."""
+        self._woken.set()
         self.events.put(None)
 
     def __exit__(self, *exc_info):
@@ -99,11 +101,17 @@ class LiveStream:
             self.connected.set()  # the caller must not wait for a stream that cannot be had
             self._stop.wait(settings.IMPO_PROVIDER_POLL_SECONDS)
 
-    def drain(self, timeout: float) -> list:
-        """The events that came, waiting up to `timeout` for the first (holding no database connection)."""
+    def drain(self, timeout: float, *, gather: bool = False) -> list:
+        """The events that came, waiting up to `timeout` for the first (holding no database connection).
+
+        With `gather` (the driver holds text until its window ends), waits the whole `timeout` unless woken, and
+        takes everything that came meanwhile: one wake-up of the driver per window, not one per delta."""
         release_connection()
+        if gather:
+            self._woken.wait(timeout)
+        self._woken.clear()
         try:
-            batch = [self.events.get(timeout=timeout)]
+            batch = [self.events.get(block=not gather, timeout=timeout)]
         except queue.Empty:
             return []
         while True:

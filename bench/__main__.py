@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import harness, inflight, inflight_load, sockets
+from bench import harness, inflight, inflight_load, inflight_streaming, many_hosts, sockets
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run of every benchmark")
     parser.add_argument("--realtime", action="store_true", help="only the baselines, first-delta and socket figures")
     parser.add_argument("--inflight", action="store_true", help="only hundreds of long turns on one worker host")
+    parser.add_argument(
+        "--streaming", action="store_true", help="only the streaming turns on one worker host, claims bounded or not"
+    )
+    parser.add_argument(
+        "--many-hosts", action="store_true", help="only several worker hosts on one database: its CPU per turn"
+    )
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     inflight_sizes = inflight_load.QUICK if args.quick else inflight_load.FULL
@@ -107,6 +113,17 @@ def main() -> None:
         print(figure.line() + "".join(f"\n    {note}" for note in figure.notes), flush=True)
 
     try:
+        if args.many_hosts:
+            many_sizes = many_hosts.QUICK if args.quick else many_hosts.FULL
+            print(f"## many worker hosts on one database ({many_sizes})", flush=True)
+            for figure in many_hosts.measure(stack, many_sizes):
+                record(figure)
+            return
+        if args.streaming:
+            print(f"## streaming turns on one worker host ({inflight_sizes})", flush=True)
+            for figure in inflight_streaming.streaming_side_by_side(stack, inflight_sizes):
+                record(figure)
+            return
         if args.inflight or not args.realtime:
             print(f"## in flight on one worker host ({inflight_sizes})", flush=True)
             for figure in inflight.measure(stack, inflight_sizes):

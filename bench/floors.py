@@ -2,7 +2,8 @@
 machine and in the same run as the figures they bound (bench/inflight.py):
 
 - one push through the project's channel layer, as a worker sends a projection's events to a conversation's
-  sockets (`runtime.outbound`): a group with one member, each message a text.delta event;
+  sockets (`runtime.outbound`): groups of one member, each message a text.delta event, side by side one
+  `group_send` per conversation and one `send_to_groups` call for the conversations of one write;
 - one call through the gateway as shipped (the `openai` SDK): a read of a session's items at the double;
 - one live event read through the SDK's stream (measured by whoever reads one: see `ThreadCpu`).
 
@@ -13,37 +14,63 @@ import asyncio
 import time
 import uuid
 
-PUSH_BATCH = 50  # a channel holds 100 messages: each batch is received (untimed) before the next is sent
+CHANNEL_CAPACITY = 50  # of the 100 a channel holds: what is sent is received (untimed) before more is sent
 
 
-def push_cpu_ms(batches: int = 10) -> float:
+def push_cpu_ms(conversations: int = 1, *, together: bool = False, messages: int = 500) -> float:
+    """CPU of the sending thread per conversation pushed: `conversations` groups of one member each, pushed one
+    `group_send` each (as before the group commit's push was one call), or all in one `send_to_groups` call (a
+    process's group commit now: one call for the conversations of one write)."""
     from channels.layers import get_channel_layer
 
-    event = {
-        "type": "text.delta",
-        "seq": 1,
-        "payload": {"messageId": str(uuid.uuid4()), "partId": f"text-{uuid.uuid4().hex}", "delta": "x" * 10},
-    }
+    def event() -> dict:
+        return {
+            "type": "text.delta",
+            "seq": 1,
+            "payload": {"messageId": str(uuid.uuid4()), "partId": f"text-{uuid.uuid4().hex}", "delta": "x" * 10},
+        }
 
     async def pushes() -> float:
         layer = get_channel_layer()
-        channel = await layer.new_channel()
-        group = f"bench-floor-{uuid.uuid4().hex}"
-        await layer.group_add(group, channel)
-        spent = 0.0
+        # The receiving channels are one process's, as a web process's sockets are: they share one Redis key.
+        channels = [await layer.new_channel() for _ in range(conversations)]
+        groups = [f"bench-floor-{uuid.uuid4().hex}" for _ in channels]
+        for group, channel in zip(groups, channels, strict=True):
+            await layer.group_add(group, channel)
+        sends_per_batch = max(1, CHANNEL_CAPACITY // conversations)
+        spent, sent = 0.0, 0
         try:
-            for _ in range(batches):
+            while sent < messages:
                 started = time.thread_time()
-                for _ in range(PUSH_BATCH):
-                    await layer.group_send(group, {"type": "conversation.events", "events": [event]})
+                for _ in range(sends_per_batch):
+                    messages_of = {group: {"type": "conversation.events", "events": [event()]} for group in groups}
+                    if together:
+                        await layer.send_to_groups(messages_of)
+                    else:
+                        for group, message in messages_of.items():
+                            await layer.group_send(group, message)
                 spent += time.thread_time() - started
-                for _ in range(PUSH_BATCH):
-                    await layer.receive(channel)
+                for _ in range(sends_per_batch):
+                    for channel in channels:
+                        await layer.receive(channel)
+                sent += sends_per_batch * conversations
         finally:
-            await layer.group_discard(group, channel)
-        return spent
+            for group, channel in zip(groups, channels, strict=True):
+                await layer.group_discard(group, channel)
+        return spent / sent
 
-    return 1000 * asyncio.run(pushes()) / (batches * PUSH_BATCH)
+    return 1000 * asyncio.run(pushes())
+
+
+def push_alternatives() -> dict[str, float]:
+    """The push's CPU per conversation, side by side (ms): one group_send per conversation, and one call for the
+    conversations of a write as the group commit carries them (10 and 50 at once)."""
+    return {
+        "one group_send per conversation": push_cpu_ms(),
+        "one call for 1 conversation": push_cpu_ms(together=True),
+        "one call for 10 conversations": push_cpu_ms(10, together=True),
+        "one call for 50 conversations": push_cpu_ms(50, together=True),
+    }
 
 
 def sdk_call_cpu_ms(stack, owner, calls: int = 100) -> float:

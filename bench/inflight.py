@@ -33,7 +33,7 @@ from bench.inflight_load import (
     settle_seconds,
     wait_settled,
 )
-from bench.inflight_streaming import streaming_turns
+from bench.inflight_streaming import streaming_side_by_side
 from bench.worker_host import LEASE_SECONDS, start_host
 from impo.devstack import Stack, wait_until
 from impo.devtools import invariants
@@ -167,8 +167,7 @@ def measure(stack: Stack, sizes: InflightSizes) -> list[Figure]:
     owners = list(get_user_model().objects.filter(id__in=[user_id for user_id, _ in users]).order_by("id"))
     figures.extend(slow_turns(stack, owners, sizes, which="first"))
     figures.extend(slow_turns(stack, owners, sizes, which="second"))
-    streaming_users = create_users(sizes.streaming_turns, f"streaming-{os.getpid()}")
-    figures.extend(streaming_turns(stack, streaming_users, sizes))
+    figures.extend(streaming_side_by_side(stack, sizes))
     killed_users = create_users(sizes.killed_turns, f"killed-{os.getpid()}")
     killed_owners = list(
         get_user_model().objects.filter(id__in=[user_id for user_id, _ in killed_users]).order_by("id")

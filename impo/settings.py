@@ -109,8 +109,7 @@ if env.bool("DATABASE_POOL", default=False):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
-        # How long a borrower queues for a connection before its transaction fails (a worker waits longer: see
-        # impo/celery.py).
+        # How long a borrower queues for a connection before its transaction fails (longer in a worker: impo/celery.py).
         "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
     }
     # Django then checks each pooled connection as it is lent: after a PostgreSQL restart the pool replaces
@@ -207,7 +206,7 @@ SPECTACULAR_SETTINGS = {
 CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = 30.0
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "impo.channel_layer.GroupsChannelLayer",  # channels-redis', sending to many groups at once
         # redis-py 8 caps a pool at 100 connections and fails the 101st instead of waiting; a web process
         # with a thousand sockets joins and leaves groups concurrently (all at once when a network drops).
         "CONFIG": {
@@ -296,8 +295,9 @@ LOGGING = logging_config(env("LOG_LEVEL", default="INFO"), summary_seconds=IMPO_
 
 # Execution: leases fence workers; the sweeper re-wakes what the broker lost.
 IMPO_RUN_LEASE_SECONDS = env.float("IMPO_RUN_LEASE_SECONDS", default=30.0)
-# A run's live deltas after the first of its turn are projected together, at most once per this window.
+# A run's live deltas after the first of its turn are projected together at the end of the window they came in.
 IMPO_DELTA_WINDOW_SECONDS = env.float("IMPO_DELTA_WINDOW_SECONDS", default=0.1)
+IMPO_CLAIMS_IN_FLIGHT = env.int("IMPO_CLAIMS_IN_FLIGHT", default=4)  # per worker process (execution/driver.py)
 IMPO_RUN_MAX_ATTEMPTS = env.int("IMPO_RUN_MAX_ATTEMPTS", default=3)
 IMPO_SWEEP_INTERVAL_SECONDS = env.float("IMPO_SWEEP_INTERVAL_SECONDS", default=5.0)
 # A queued run whose last wake-up is older than this gets another (the first may have been lost).

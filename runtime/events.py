@@ -94,7 +94,7 @@ RETURNING conversation_id, seq, id, created_at
 
 def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None:
     """[(conversation id, submission id, [(type, payload)])]: allocates the seqs and inserts the events in one
-    statement, then pushes each conversation's events after commit."""
+    statement, then pushes each conversation's events after commit, all in one channel-layer call."""
     by_conversation: dict = {}
     for conversation_id, submission_id, items in pending:
         by_conversation.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
@@ -119,6 +119,7 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
     written: dict = {}
     for conversation_id, seq, event_id, created_at in rows:
         written.setdefault(str(conversation_id), []).append((seq, event_id, created_at))
+    wire_events_of = {}
     for conversation_id, conversation_entries in by_conversation.items():
         # In seq order, which is the entries' order within their conversation.
         conversation_rows = sorted(written[conversation_id])
@@ -137,7 +138,8 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
                 conversation_rows, conversation_entries, strict=True
             )
         ]
-        outbound.publish_events(conversation_id, [event_to_wire(event) for event in events])
+        wire_events_of[conversation_id] = [event_to_wire(event) for event in events]
+    outbound.publish_events_together(wire_events_of)
 
 
 def _trace_id(submission_id) -> str:

@@ -91,25 +91,37 @@ def wake_run(run_id, *, delay_seconds: float = 0) -> None:
 
 
 def publish_events(conversation_id, wire_events: list[dict]) -> None:
-    if wire_events:
-        # One message for the events of one write (in seq order): a streaming run's projection is often several.
-        _push_after_commit(conversation_id, {"type": "conversation.events", "events": wire_events})
+    publish_events_together({conversation_id: wire_events})
+
+
+def publish_events_together(wire_events_of: dict) -> None:
+    """After commit, the events of one write ({conversation id: wire events in seq order}) to each conversation's
+    sockets: one channel-layer message per conversation, all sent in one call (a group commit's projections
+    carry many conversations; pushed one at a time, the push was most of a streamed delta's cost)."""
+    messages = {
+        conversation_group(conversation_id): {"type": "conversation.events", "events": wire_events}
+        for conversation_id, wire_events in wire_events_of.items()
+        if wire_events
+    }
+    if messages:
+        _push_after_commit(messages)
 
 
 def publish_deleted(conversation_id, notice: dict) -> None:
     """Tells the conversation's open sockets and streams that it was deleted (a hint: they also find it out from
     the database, the sockets in their periodic check and the streams at their keepalive)."""
-    _push_after_commit(conversation_id, {"type": "conversation.deleted", "notice": notice})
+    _push_after_commit({conversation_group(conversation_id): {"type": "conversation.deleted", "notice": notice}})
 
 
-def _push_after_commit(conversation_id, message: dict) -> None:
+def _push_after_commit(messages: dict) -> None:
+    """{group: message}, sent after commit in one channel-layer call, in order behind earlier pushes to any of them."""
+
     async def push():
         from channels.layers import get_channel_layer
 
-        await get_channel_layer().group_send(group, message)
+        await get_channel_layer().send_to_groups(messages)
 
-    group = conversation_group(conversation_id)
-    send_after_commit(lambda: _sender.send(push(), lane=group))
+    send_after_commit(lambda: _sender.send(push(), lanes=tuple(messages)))
 
 
 def conversation_group(conversation_id) -> str:
@@ -125,9 +137,9 @@ class HintSender:
     live as long as the process. `async_to_sync` outside a running loop would also make a new loop, and
     channels_redis a new connection, per call. Hints are taken in the order they were handed over. A wake-up (a
     blocking call) is sent before the next hint is taken, so a run's wake-up still leaves before the push that
-    announces it. A push is started and waits only for the earlier pushes of its own `lane` (a conversation's
-    group), up to PUSHES_IN_FLIGHT at once. The loop is created lazily and per pid, so a prefork child never
-    inherits its parent's.
+    announces it. A push is started and waits only for the earlier pushes of its own `lanes` (the conversations'
+    groups it sends to), up to PUSHES_IN_FLIGHT at once. The loop is created lazily and per pid, so a prefork
+    child never inherits its parent's.
     """
 
     def __init__(self) -> None:
@@ -136,17 +148,19 @@ class HintSender:
         self._hints: asyncio.Queue | None = None
         self._pid: int | None = None
 
-    def send(self, hint: Coroutine | Callable[[], None], *, lane: str = "", delay_seconds: float = 0) -> None:
+    def send(
+        self, hint: Coroutine | Callable[[], None], *, lanes: tuple[str, ...] = (), delay_seconds: float = 0
+    ) -> None:
         loop, hints = self._running_loop()
         if delay_seconds:
-            loop.call_soon_threadsafe(loop.call_later, delay_seconds, self._enqueue, hints, hint, lane)
+            loop.call_soon_threadsafe(loop.call_later, delay_seconds, self._enqueue, hints, hint, lanes)
         else:
-            loop.call_soon_threadsafe(self._enqueue, hints, hint, lane)
+            loop.call_soon_threadsafe(self._enqueue, hints, hint, lanes)
 
     @staticmethod
-    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None], lane: str) -> None:
+    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None], lanes: tuple[str, ...]) -> None:
         try:
-            hints.put_nowait((hint, lane))
+            hints.put_nowait((hint, lanes))
         except asyncio.QueueFull:
             if asyncio.iscoroutine(hint):
                 hint.close()
@@ -159,25 +173,28 @@ class HintSender:
         # holds only weak references to tasks), as each earlier one is kept by the push waiting for it.
         last_of_lane: dict[str, asyncio.Task] = {}
 
-        def pushed(task: asyncio.Task, lane: str) -> None:
-            if last_of_lane.get(lane) is task:
-                del last_of_lane[lane]
+        def pushed(task: asyncio.Task, lanes: tuple[str, ...]) -> None:
+            for lane in lanes:
+                if last_of_lane.get(lane) is task:
+                    del last_of_lane[lane]
             in_flight.release()
 
         while True:
-            hint, lane = await hints.get()
+            hint, lanes = await hints.get()
             if not asyncio.iscoroutine(hint):
                 await HintSender._sent(asyncio.get_running_loop().run_in_executor(None, hint))
                 continue
             await in_flight.acquire()
-            task = asyncio.create_task(HintSender._push(hint, after=last_of_lane.get(lane)))
-            last_of_lane[lane] = task
-            task.add_done_callback(lambda done, lane=lane: pushed(done, lane))
+            earlier = {last_of_lane[lane] for lane in lanes if lane in last_of_lane}
+            task = asyncio.create_task(HintSender._push(hint, after=earlier))
+            for lane in lanes:
+                last_of_lane[lane] = task
+            task.add_done_callback(lambda done, lanes=lanes: pushed(done, lanes))
 
     @staticmethod
-    async def _push(push: Coroutine, *, after: asyncio.Task | None) -> None:
-        if after is not None:
-            await asyncio.wait([after])  # the lane's previous push, sent or failed: a later one never overtakes it
+    async def _push(push: Coroutine, *, after: set[asyncio.Task]) -> None:
+        if after:
+            await asyncio.wait(after)  # the lanes' previous pushes, sent or failed: a later one never overtakes them
         await HintSender._sent(asyncio.wait_for(push, PUBLISH_TIMEOUT_SECONDS))
 
     @staticmethod

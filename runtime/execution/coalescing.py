@@ -1,13 +1,19 @@
 """A run's reply text between two projections: the turn's first text goes at once, later text together.
 
 The driver feeds it what the live stream and the reads of the truth bring for each item (both are prefixes of
-the item's text, so the longer is the newer) and projects what it hands out: at once the first time, then once
-the window (IMPO_DELTA_WINDOW_SECONDS) since the previous projection has passed, so a run streaming ten deltas a
-second writes a few transactions a second, each with one `text.delta` per item, and clients read the same text
-in fewer, larger pieces. The agent's progress (its reasoning summaries, by step) is held and let go the same way,
-in the same projections.
+the item's text, so the longer is the newer) and projects what it hands out: at once the first time, then at the
+end of the window (IMPO_DELTA_WINDOW_SECONDS) in which text came, so a run streaming ten deltas a second writes at
+most one projection per window, each with one `text.delta` per item, and clients read the same text in fewer,
+larger pieces. The agent's progress (its reasoning summaries, by step) is held and let go the same way, in the
+same projections.
+
+Windows are the same for every run (multiples of the window on the machine's monotonic clock), not counted from
+each run's own last projection: the streaming runs of a process hand their text over at the same moments, so its
+group commit writes them in one transaction and pushes them in one channel-layer call per window, instead of a
+trickle of small groups (bench/RESULTS.md). Text waits at most one window, half of one on average.
 """
 
+import math
 import time
 
 from django.conf import settings
@@ -25,7 +31,9 @@ class Coalescer:
     def __init__(self):
         self._pending: Texts = {}
         self._progress: Texts = {}
-        self._projected_at: float | None = None
+        # When what is held now began to be held, and whether anything of this run was projected yet.
+        self._held_since = 0.0
+        self._projected_once = False
 
     @property
     def pending(self) -> bool:
@@ -33,16 +41,25 @@ class Coalescer:
 
     def take(self, texts: Texts) -> None:
         """(text so far, whether complete) per item id."""
+        self._hold(texts)
         _merge(self._pending, texts)
 
     def take_progress(self, steps: Texts) -> None:
         """(text so far, whether complete) per progress step."""
+        self._hold(steps)
         _merge(self._progress, steps)
 
+    def _hold(self, held: Texts) -> None:
+        if held and not self.pending:
+            self._held_since = time.monotonic()
+
     def window_left(self) -> float:
-        if self._projected_at is None:
+        """Until the end of the window in which what is held now came (0 for the turn's first text)."""
+        if not self._projected_once:
             return 0.0
-        return max(0.0, self._projected_at + settings.IMPO_DELTA_WINDOW_SECONDS - time.monotonic())
+        window = settings.IMPO_DELTA_WINDOW_SECONDS
+        window_end = (math.floor(self._held_since / window) + 1) * window
+        return max(0.0, window_end - time.monotonic())
 
     def wait_seconds(self, longest: float) -> float:
         """How long the driver may wait for more before what it holds is due."""
@@ -58,5 +75,5 @@ class Coalescer:
         return texts, steps
 
     def projected(self) -> None:
-        """A projection of this run committed: the next window starts now."""
-        self._projected_at = time.monotonic()
+        """A projection of this run committed: later text waits for the end of its window."""
+        self._projected_once = True

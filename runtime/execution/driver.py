@@ -13,9 +13,11 @@ attempt.
 import logging
 import os
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -85,9 +87,16 @@ class _Claimed:
     session: RemoteSession | None
 
 
+# A burst of wake-ups (hundreds of runs admitted together) had every thread run its claim at once: they queued for
+# the process's pooled connections ahead of the group commit and the heartbeat, and shared the interpreter with the
+# threads projecting the replies already streaming, whose text then waited seconds behind the burst. Claims past
+# this bound wait here, holding no connection; the first claims still start at once.
+_claims_in_flight = threading.BoundedSemaphore(settings.IMPO_CLAIMS_IN_FLIGHT)
+
+
 def _claim(run_id, worker_id: str) -> _Claimed | None:
     """The claim and everything the driver reads before its first provider call, in one transaction."""
-    with transaction.atomic(durable=True):
+    with _claims_in_flight, transaction.atomic(durable=True):
         lease = claims.claim(run_id, worker_id)
         if lease is None:
             return None

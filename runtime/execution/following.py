@@ -97,7 +97,7 @@ class Following:
                         last_resend = time.monotonic()
                 elif self._apply_truth(session, turn):
                     return
-            events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()))
+            events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()), gather=self.unprojected.pending)
             if not events and self.unprojected.pending:  # the window ended, not the stream's activity
                 self._project_pending()
                 read_truth = False

@@ -113,7 +113,10 @@ class GroupCommit:
             group[0].error = exc
             group[0].written.set()
             return
-        connection.close()  # back to the pool: the thread holds none while it waits for the next group
+        if not self.waiting:
+            connection.close()  # back to the pool: the thread holds none while it waits for the next group
+        # else the next group is written at once on the same connection: while replies stream, the writer never
+        # queues for the pool behind a burst of claims and input sends.
         for handed in group:
             handed.view = views.get(handed.run_id)
             handed.written.set()

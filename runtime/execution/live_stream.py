@@ -53,6 +53,7 @@ class LiveStream:
         self._session = session_remote_id
         self._created = created
         self.events: queue.Queue = queue.Queue()
+        self._woken = threading.Event()
         self.connected = threading.Event()
         # Set while the stream is open (`connected` is also set when it could not be had).
         self.open = threading.Event()
@@ -81,6 +82,7 @@ class LiveStream:
 
     def wake(self) -> None:
         """Ends a `drain` waiting now (or the next one) early, with nothing: the driver has something to check."""
+        self._woken.set()
         self.events.put(None)
 
     def __exit__(self, *exc_info):
@@ -121,11 +123,17 @@ class LiveStream:
             if self._created is not None:  # left before it was read
                 self._created.finish()
 
-    def drain(self, timeout: float) -> list:
-        """The events that came, waiting up to `timeout` for the first (holding no database connection)."""
+    def drain(self, timeout: float, *, gather: bool = False) -> list:
+        """The events that came, waiting up to `timeout` for the first (holding no database connection).
+
+        With `gather` (the driver holds text until its window ends), waits the whole `timeout` unless woken, and
+        takes everything that came meanwhile: one wake-up of the driver per window, not one per delta."""
         release_connection()
+        if gather:
+            self._woken.wait(timeout)
+        self._woken.clear()
         try:
-            batch = [self.events.get(timeout=timeout)]
+            batch = [self.events.get(block=not gather, timeout=timeout)]
         except queue.Empty:
             return []
         while True:

@@ -8,6 +8,24 @@ handler writes them all at INFO, the last without its traceback (its message say
 ERROR."""
 
 import logging
+import sys
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """Writes to the stderr of the moment, not the one there was when logging was configured: a process that swaps
+    stderr (a test runner capturing each test's output) closes the old one, and a summary written later from the
+    summaries' own thread (impo/core/log_summaries.py) then failed with "I/O operation on closed file"."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _stream):
+        pass  # always the current stderr
 
 
 class ClientErrorsAtInfo(logging.Filter):
@@ -34,7 +52,7 @@ def logging_config(level: str, *, summary_seconds: float) -> dict:
         },
         "handlers": {
             "console": {
-                "class": "logging.StreamHandler",
+                "class": "impo.core.log_levels.ConsoleHandler",
                 "formatter": "plain",
                 "filters": ["secrets", "client_errors_at_info"],
             }

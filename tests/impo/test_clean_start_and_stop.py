@@ -98,7 +98,8 @@ def test_the_dev_temporal_stops_its_worker_then_its_server_without_a_warning(sta
 
 @pytest.mark.parametrize("loop", ["sweeper", "webhooks"])
 def test_a_loop_stops_between_passes_with_status_zero(stack, loop):
-    """honcho used to report the sweeper and the webhooks loop as killed by its SIGTERM (rc=-15)."""
+    """A stop (a deployment's SIGTERM, honcho's) lets the pass under way finish and ends the loop, said in its log;
+    before, the signal killed it wherever it was."""
     process = stack.start_sweeper() if loop == "sweeper" else stack.start_webhooks()
     wait_until(lambda: "loop started" in process.log_text(), timeout=60, what=f"the {loop} to start")
 

@@ -15,6 +15,7 @@ import pytest
 
 from impo.devstack import wait_until
 from rebyte.client import Refused, Unavailable, UnknownOutcome
+from tests.rebyte.streams import read_until_idle
 
 CURRENT_TIME = {
     "type": "function",
@@ -247,17 +248,11 @@ def test_the_live_stream_is_session_wide_live_only_and_every_event_parses(sdk):
     received = []
     stream = sdk.beta.agents.sessions.events.stream(session.id)
 
-    def read():
-        for event in stream:
-            received.append(event)
-            if event.type == "agent.session.idle":
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
+    reader = threading.Thread(target=read_until_idle, args=(stream, received), daemon=True)
     reader.start()
     send_message(sdk, session.id, "during the stream", "k-live")
     reader.join(timeout=20)
-    stream.close()
+    stream.close()  # a reader that never saw the idle leaves it open
 
     types = [event.type for event in received]
     assert types[0] == "agent.session.turn.created"  # nothing from the earlier turn: no replay

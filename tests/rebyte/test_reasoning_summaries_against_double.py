@@ -10,7 +10,8 @@ import pytest
 from openai.types.beta import AgentReasoningItem
 
 from impo.devstack import wait_until
-from rebyte.client import RebyteGateway
+from rebyte.client import RebyteGateway, user_input
+from tests.rebyte.streams import read_until_idle
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
 SUMMARY_EVENTS = (
@@ -28,17 +29,13 @@ def sdk(rebyte_double):
     client.close()
 
 
-def user_input(text: str) -> list[dict]:
-    return [{"role": "user", "content": [{"type": "input_text", "text": text}]}]
-
-
 def session_with_a_turn_followed(sdk, text: str, reasoning: dict | None) -> tuple[str, list]:
     """A session whose second turn is read from its live stream (opened before the message, as the real service
     requires); returns the session id and that turn's events."""
     agent = sdk.beta.agents.create(model="rebyte-echo", name="reasoning", metadata={"k": uuid.uuid4().hex})
     override = {"tools": [], **({"reasoning": reasoning} if reasoning is not None else {})}
     session = sdk.beta.agents.sessions.create(
-        environment={"type": "none"}, agent_id=agent.id, agent=override, input=user_input("first"), metadata={}
+        environment={"type": "none"}, agent_id=agent.id, agent=override, input=user_input(["first"]), metadata={}
     )
     wait_until(
         lambda: sdk.beta.agents.sessions.retrieve(session.id).status == "idle", timeout=20, what="the first turn"
@@ -46,21 +43,15 @@ def session_with_a_turn_followed(sdk, text: str, reasoning: dict | None) -> tupl
     received = []
     stream = sdk.beta.agents.sessions.events.stream(session.id)
 
-    def read():
-        for event in stream:
-            received.append(event)
-            if event.type == "agent.session.idle":
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
+    reader = threading.Thread(target=read_until_idle, args=(stream, received), daemon=True)
     reader.start()
     sdk.beta.agents.sessions.events.create(
         session.id,
-        events=[{"type": "agent.session.input.message", "input": user_input(text)}],
+        events=[{"type": "agent.session.input.message", "input": user_input([text])}],
         idempotency_key=f"k-{uuid.uuid4().hex}",
     )
     reader.join(timeout=20)
-    stream.close()
+    stream.close()  # a reader that never saw the idle leaves it open
     return session.id, received
 
 

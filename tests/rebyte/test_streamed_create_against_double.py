@@ -10,6 +10,7 @@ import pytest
 
 from impo.devstack import wait_until
 from rebyte.client import UnknownOutcome, user_input
+from tests.rebyte.streams import read_until_idle
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
 
@@ -36,11 +37,7 @@ def streamed_create(sdk, text: str, **options):
 def read_turn(stream) -> list:
     """The stream's events up to the session's idle after its first turn ended (the server never ends it)."""
     events = []
-    for event in stream:
-        events.append(event)
-        if event.type == "agent.session.idle":
-            break
-    stream.close()
+    read_until_idle(stream, events)
     return events
 
 

@@ -95,7 +95,7 @@ def streaming_turns(
 
     turns, seconds, deltas = sizes.streaming_turns, sizes.streaming_turn_seconds, sizes.streaming_turn_seconds * 10
     owners = list(get_user_model().objects.filter(id__in=[user_id for user_id, _ in users[:turns]]).order_by("id"))
-    web, web_url = start_web(stack, processes=1, name="inflight-web")
+    web, web_url = start_web(stack, name="inflight-web")
     host = start_host(stack, {"IMPO_CLAIMS_IN_FLIGHT": str(claims_in_flight)} if claims_in_flight else None)
     try:
         stack.double.configure(delta_delay_ms=0, delta_chunks=1)

@@ -39,7 +39,7 @@ def measure(stack: Stack, user: tuple[int, str], samples: int) -> list[Figure]:
     from bench.stream import subscription_url
     from rebyte.models import RemoteSession
 
-    web, web_url = start_web(stack, processes=1, name="inflight-first-web")
+    web, web_url = start_web(stack, name="inflight-first-web")
     host = start_host(stack)
     totals, providers = [], []
     try:

@@ -4,8 +4,9 @@ ending at once.
 
 `python -m bench.push [--runs 200]`, in a scratch database of its own (bench/harness.py). Each run is admitted and
 finished through the runtime's own write paths (claim, then `finish_run`, which writes the notification in the
-same transaction); each owner has one browser subscribed to the suite's push service (tests/push_service.py), which
-checks the VAPID token and decrypts every push in this process, on the same machine: its CPU is part of the figure.
+same transaction); each owner has one browser subscribed to the suite's push service (impo/devtools/push_service.py),
+which checks the VAPID token and decrypts every push in this process, on the same machine: its CPU is part of the
+figure.
 The sender polls as deployed (`IMPO_WEBHOOK_POLL_SECONDS`, 1 s): a commit waits half of that on average.
 """
 

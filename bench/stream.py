@@ -153,7 +153,7 @@ async def _group_send_round_trips(forward_url: str, samples: int) -> list[float]
 
 def group_send_round_trips(stack: Stack, samples: int) -> list[float]:
     """`group_send` from this process → the channel layer → a bare consumer on the same server → its websocket."""
-    server, forward_url = start_web(stack, "bench.echo_asgi:application", processes=1, name="bench-forward")
+    server, forward_url = start_web(stack, "bench.echo_asgi:application", name="bench-forward")
     try:
         return asyncio.run(_group_send_round_trips(f"{forward_url.replace('http://', 'ws://')}/forward/", samples))
     finally:

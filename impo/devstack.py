@@ -6,6 +6,7 @@ It lives in the roof because it composes every app's processes, as `make run` (t
 bench/ both import it from here, so neither imports the other."""
 
 import os
+import random
 import secrets
 import signal
 import socket
@@ -24,10 +25,28 @@ LOG_DIR = Path(os.environ.get("IMPO_TEST_LOG_DIR", tempfile.gettempdir())) / "im
 VENV_BIN = Path(sys.executable).parent
 
 
+def _server_ports() -> range:
+    """Ports below the kernel's ephemeral range. A port the kernel hands out as free (bind to 0) comes from that range,
+    where any outgoing connection may take it as its source port before the server started on it binds it (a dev
+    Temporal failed on "address already in use" so); below it only another server of ours can take it."""
+    lowest_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return range(max(1024, lowest_ephemeral - 12_000), lowest_ephemeral)
+
+
+_SERVER_PORTS = _server_ports()
+_port_choice = random.Random(os.getpid() ^ time.monotonic_ns())  # each test session draws its own sequence
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on now, for a server about to be started."""
+    while True:
+        port = _port_choice.choice(_SERVER_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def wait_until(condition: Callable[[], object], *, timeout: float, interval: float = 0.05, what: str = "condition"):
@@ -216,6 +235,7 @@ class Stack:
     """Worker and sweeper processes wired to the test database, the test Redis and a Rebyte double."""
 
     LEASE_SECONDS = 3
+    PROVIDER_BACKOFF_CAP_SECONDS = 4
 
     def __init__(self, *, database_name: str, double: RebyteDouble, redis_url: str, database_url: str | None = None):
         self.double = double
@@ -229,7 +249,7 @@ class Stack:
             "IMPO_SWEEP_INTERVAL_SECONDS": "0.3",
             # Shorter than production's so recovery tests finish quickly; the logic is the same.
             "IMPO_REBYTE_LISTING_GRACE_SECONDS": "1",
-            "IMPO_PROVIDER_BACKOFF_CAP_SECONDS": "4",
+            "IMPO_PROVIDER_BACKOFF_CAP_SECONDS": str(self.PROVIDER_BACKOFF_CAP_SECONDS),
             "IMPO_TURN_APPEAR_SECONDS": "3",
             "IMPO_WEBHOOK_BACKOFF_BASE_SECONDS": "0.5",
             "IMPO_WEBHOOK_BACKOFF_CAP_SECONDS": "4",
@@ -239,7 +259,7 @@ class Stack:
             # with a receiver on its own machine would (docs/operations.md "Security").
             "IMPO_WEBHOOK_ALLOW_HTTP": "true",
             "IMPO_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32",
-            # Web Push: a VAPID key of the stack's own (tests/push_service.py checks pushes against it).
+            # Web Push: a VAPID key of the stack's own (impo/devtools/push_service.py checks pushes against it).
             "IMPO_VAPID_PRIVATE_KEY": new_vapid_private_key(),
             # Served like a deployment (no DEBUG pages, a key of its own), but over plain HTTP on loopback.
             "DJANGO_DEBUG": "false",
@@ -317,14 +337,16 @@ class Stack:
         self.processes.clear()
 
 
-WEB_PROCESSES = 2
+# `make run` serves with two processes (impo/web_server.py); a test's own server needs one unless it tests what
+# crosses processes, and every process boots Django (seconds of CPU that the tests' shared cores pay).
+MAKE_RUN_WEB_PROCESSES = 2
 
 
 def start_web(
     stack: "Stack",
     application: str = "impo.asgi:application",
     *,
-    processes: int = WEB_PROCESSES,
+    processes: int = 1,
     name: str = "web",
     env: dict | None = None,
 ) -> tuple[ServiceProcess, str]:

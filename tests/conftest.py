@@ -195,10 +195,10 @@ class SharedStack:
 
     def web_url(self) -> str:
         """The base URL of a web server (as `make run` serves) beside the shared worker, started on first use."""
-        from impo.devstack import start_web
+        from impo.devstack import MAKE_RUN_WEB_PROCESSES, start_web
 
         if self._web_url is None:
-            _, self._web_url = start_web(self.stack)
+            _, self._web_url = start_web(self.stack, processes=MAKE_RUN_WEB_PROCESSES)
         return self._web_url
 
     def start_webhooks(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, connections
 from rest_framework.authtoken.models import Token
 
-from impo.devstack import REPO_ROOT, Stack, settings_database_url, start_web
+from impo.devstack import MAKE_RUN_WEB_PROCESSES, REPO_ROOT, Stack, settings_database_url, start_web
 from impo.devtools.invariants import check_all
 from impo.devtools.records import ChaosUser
 from tests.chaos.runner import ChaosConfig, ChaosRun, Services
@@ -64,7 +64,7 @@ def test_a_chaos_run_keeps_every_invariant(own_services, rebyte_double, capsys):
     stack = Stack(
         database_name=DATABASE, database_url=settings_database_url(), double=rebyte_double, redis_url=redis_server.url
     )
-    web, web_url = start_web(stack)
+    web, web_url = start_web(stack, processes=MAKE_RUN_WEB_PROCESSES)
     chaos = ChaosRun(config, stack, web_url, users, Services(postgres=postgres, redis=redis_server, web=web))
 
     try:

@@ -43,7 +43,7 @@ def test_a_redis_outage_logs_one_line_as_each_condition_starts_and_one_as_it_end
     try:
         host = stack.start_worker("logs-host", host_processes=1)
         stack.start_sweeper()
-        web, web_url = start_web(stack, processes=1)
+        web, web_url = start_web(stack)
         http = httpx.Client(
             base_url=web_url, headers={"Authorization": f"Bearer {Token.objects.create(user=user).key}"}, timeout=30
         )

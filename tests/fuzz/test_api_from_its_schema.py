@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from impo.devstack import VENV_BIN, start_web, wait_until
+from impo.devstack import MAKE_RUN_WEB_PROCESSES, VENV_BIN, start_web, wait_until
 from runtime.models import Event, Message, Run, Submission
 from runtime.realtime.stream_schema import STREAM_PATH
 from tests.client import token_of
@@ -157,7 +157,7 @@ def test_the_api_survives_fuzzing_from_its_own_schema(stack, tmp_path: Path, cap
     token = token_of(user)
     stack.env["IMPO_TOOL_APPROVAL"] = "play_sound=never,save_note=always"
     stack.start_worker()
-    _, web_url = start_web(stack)
+    _, web_url = start_web(stack, processes=MAKE_RUN_WEB_PROCESSES)
     owned_ids = seed_owned_objects(web_url, token)
     config = tmp_path / "schemathesis.toml"
     config.write_text(

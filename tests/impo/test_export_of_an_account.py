@@ -5,10 +5,9 @@ import json
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from impo.devstack import long_task_conversation, start_web
-from tests.client import finished_run
+from tests.client import bearer, finished_run, token_of
 from webhooks import services as webhook_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,15 +21,10 @@ def web(stack):
     return url
 
 
-def token_of(user) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
-
-
 def export(web, user) -> tuple[httpx.Headers, int, dict]:
     """The response's headers, how many chunks it arrived in, and the document."""
     chunks = []
-    headers = {"Authorization": f"Bearer {token_of(user)}"}
-    with httpx.stream("GET", f"{web}/api/v1/export", headers=headers, timeout=60) as r:
+    with httpx.stream("GET", f"{web}/api/v1/export", headers=bearer(token_of(user)), timeout=60) as r:
         assert r.status_code == 200
         chunks = list(r.iter_raw())
     return r.headers, len(chunks), json.loads(b"".join(chunks))

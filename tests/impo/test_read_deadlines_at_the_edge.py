@@ -23,7 +23,7 @@ def web_with(stack, **env) -> str:
         "IMPO_WEB_BODY_SECONDS": str(BODY_SECONDS),
         "IMPO_WEB_KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS),
     }
-    _, url = start_web(stack, processes=1, env={**settings, **env})
+    _, url = start_web(stack, env={**settings, **env})
     return url
 
 

@@ -45,7 +45,7 @@ def summarised(process, status: int, held_back: int) -> tuple[str, set[tuple[str
 def web(stack):
     """One web process (its counts are its own), summarising every SUMMARY_SECONDS, at most 3 admissions a minute."""
     env = {"IMPO_LOG_SUMMARY_SECONDS": str(SUMMARY_SECONDS), "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "3"}
-    return start_web(stack, processes=1, env=env)
+    return start_web(stack, env=env)
 
 
 def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(web):
@@ -63,7 +63,7 @@ def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(web):
 
 
 def test_a_web_process_stopping_mid_interval_writes_its_summary_as_it_exits(stack):
-    process, url = start_web(stack, processes=1, env={"IMPO_LOG_SUMMARY_SECONDS": "3600"})
+    process, url = start_web(stack, env={"IMPO_LOG_SUMMARY_SECONDS": "3600"})
     for _ in range(10):
         assert httpx.get(f"{url}/api/v1/tasks", timeout=30).status_code == 401
 

@@ -19,7 +19,7 @@ LIMIT = 64 * 1024
 
 @pytest.fixture
 def web(stack):
-    _, url = start_web(stack, processes=1)
+    _, url = start_web(stack)
     return url
 
 

@@ -77,7 +77,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
     stack = Stack(database_name=connection.settings_dict["NAME"], double=rebyte_double, redis_url=private_redis.url)
     stack.env["IMPO_LIMIT_WEBSOCKETS"] = str(SOCKET_CAP)
     try:
-        web, web_url = start_web(stack, processes=1)
+        web, web_url = start_web(stack)
         users = UserFactory.create_batch(USERS)
         tokens = [token_of(user) for user in users]
         urls = [socket_url(web_url, main_conversation(web_url, token), token) for token in tokens]
@@ -130,7 +130,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
 
 @pytest.mark.django_db(transaction=True)
 def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(stack, user, settings):
-    web, web_url = start_web(stack, processes=1)
+    web, web_url = start_web(stack)
     token = token_of(user)
     url = socket_url(web_url, main_conversation(web_url, token), token)
     bystander, deep, oversized = open_socket(url), open_socket(url), open_socket(url)
@@ -154,12 +154,12 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, settings):
     stack.env["IMPO_CHANNEL_GROUP_EXPIRY_SECONDS"] = str(GROUP_EXPIRY_SECONDS)
     token = token_of(user)
-    killed, killed_url = start_web(stack, processes=1, name="web-killed")
+    killed, killed_url = start_web(stack, name="web-killed")
     conversation_id = main_conversation(killed_url, token)
     orphan = open_socket(socket_url(killed_url, conversation_id, token))
     killed.kill()
     orphan.close_socket()
-    web, web_url = start_web(stack, processes=1)
+    web, web_url = start_web(stack)
     survivor = open_socket(socket_url(web_url, conversation_id, token))
 
     redis_client = redis.Redis.from_url(settings.REDIS_URL)

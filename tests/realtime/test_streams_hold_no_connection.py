@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from django.db import connection
 
-from impo.devstack import WEB_PROCESSES, start_web, wait_until
+from impo.devstack import MAKE_RUN_WEB_PROCESSES, start_web, wait_until
 from tests.client import send_message, token_of
 
 POOL_SIZE = 5  # each web process's pool, made small so that streams holding connections would drain it
@@ -29,7 +29,8 @@ def web_process_connections() -> int:
 def test_thirty_open_streams_of_one_user_leave_other_users_requests_answering(stack, api, user, other_user):
     stack.env["DATABASE_POOL_MAX_SIZE"] = str(POOL_SIZE)
     stack.env["IMPO_LIMIT_STREAMS"] = str(STREAMS)  # this user may hold them all: the pool is what is tested
-    _, web = start_web(stack)  # no worker: the run stays queued and every stream stays open, waiting
+    # No worker: the run stays queued and every stream stays open, waiting.
+    _, web = start_web(stack, processes=MAKE_RUN_WEB_PROCESSES)
     submission_id = send_message(api, "wait for me", client_message_id="m-1").json()["submissionId"]
     # A bearer token: a session cookie made here would not verify there (the server has a secret key of its own).
     streamer = {"Authorization": f"Bearer {token_of(user)}"}
@@ -68,6 +69,6 @@ def test_thirty_open_streams_of_one_user_leave_other_users_requests_answering(st
     with ThreadPoolExecutor(max_workers=POOL_SIZE) as pool:
         after = list(pool.map(other_users_page, range(40)))
 
-    assert held_while_waiting <= POOL_SIZE * WEB_PROCESSES
+    assert held_while_waiting <= POOL_SIZE * MAKE_RUN_WEB_PROCESSES
     assert during == [200] * 40
     assert after == [200] * 40  # the pool kept its connections: as many requests at once as it holds

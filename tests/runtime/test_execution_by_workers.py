@@ -2,7 +2,7 @@
 
 import pytest
 
-from impo.devstack import wait_until
+from impo.devstack import Stack, wait_until
 from runtime.models import Event, EventType, Message, MessageRole, RunState
 from tests.client import finished_run, post_message
 
@@ -217,12 +217,13 @@ def test_five_messages_posted_at_once_reach_the_session_in_order_without_steerin
 
 
 @pytest.mark.slow
-def test_a_provider_answering_5xx_for_a_minute_delays_runs_but_fails_none(stack, api, rebyte_double):
+def test_a_provider_answering_5xx_for_five_backoff_caps_delays_runs_but_fails_none(stack, api, rebyte_double):
     stack.start_worker("one")
     stack.start_worker("two")
     stack.start_sweeper()
     finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
-    rebyte_double.fault("*", "http_error", status=503, seconds=60)
+    # Five times the longest wait between two attempts: each run keeps trying at the cap, and no attempt is spent.
+    rebyte_double.fault("*", "http_error", status=503, seconds=5 * Stack.PROVIDER_BACKOFF_CAP_SECONDS)
 
     receipts = [post_message(api, f"during the outage {n}", client_message_id=f"m-{n + 1}") for n in range(3)]
 

@@ -3,9 +3,11 @@
 Each page at a laptop's and a phone's width, in the light and the dark theme, at 1x, into docs/screenshots/.
 """
 
+import json
 from pathlib import Path
 
 from tests.web.conftest import WIDTHS, last_assistant, log_in, send, send_and_wait, start_task, submit_plan
+from tests.web.test_notifications_in_a_browser import FAKE_PUSH_MANAGER, push_site  # noqa: F401  (a fixture)
 
 OUT = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 PAGES = ("chat", "tasks", "schedules", "login", "not-found")
@@ -108,3 +110,17 @@ def test_take_the_regenerated_reply_screenshots(rebyte_double, site, user):
             shot.locator(".message.role-assistant:visible .attempt-position", has_text="2 / 2").wait_for()
             shot.screenshot(path=OUT / f"regenerated-reply-{width}-{theme}.png")
             shot.close()
+
+
+def test_take_the_notify_control_screenshot(push_site, user):  # noqa: F811  (the fixture imported above)
+    """The "Notify me" control switched on, at a laptop's width (docs/notifications.md)."""
+    site, push_service = push_site
+    context = site.browser.new_context(base_url=site.base_url, viewport={"width": 1280, "height": 800})
+    context.grant_permissions(["notifications"], origin=site.base_url)
+    page = context.new_page()
+    page.add_init_script(f"({FAKE_PUSH_MANAGER})({json.dumps(push_service.subscribe().to_json())})")
+    log_in(page, user)
+    page.locator(".notify > summary").click()
+    page.locator("#notify-toggle").click()
+    page.wait_for_selector("#notify-toggle[data-state=on]")
+    page.screenshot(path=OUT / "notify-control-laptop-light.png")

@@ -2,15 +2,15 @@
 in view and one once it is hidden, and a delivered push shown and clicked through to the message.
 
 What Chromium cannot do here: subscribe at a real push service (it would ask Google's, and there is no network). So
-the page's `pushManager.subscribe` answers with a subscription of the suite's own push service (tests/push_service.py),
-with keys made as a browser makes them; everything after that is real: the page posts it, the server encrypts and
-signs each push to it, the push service checks and decrypts it, and the decrypted message is handed to the page's
-service worker through the DevTools protocol (`ServiceWorker.deliverPushMessage`), as a browser hands it over.
+the page's `pushManager.subscribe` answers with a subscription of the suite's own push service
+(impo/devtools/push_service.py), with keys made as a browser makes them; everything after that is real: the page
+posts it, the server encrypts and signs each push to it, the push service checks and decrypts it, and the decrypted
+message is handed to the page's service worker through the DevTools protocol (`ServiceWorker.deliverPushMessage`),
+as a browser hands it over.
 """
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -19,8 +19,6 @@ from impo.devstack import free_port, wait_until
 from impo.devtools.push_service import PushService, vapid_public_key_of
 from runtime.models import Notification
 from tests.web.conftest import log_in, send_and_wait
-
-SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
 
 # The browser's side of the subscription, as `pushManager.subscribe` would have made it.
 FAKE_PUSH_MANAGER = """
@@ -92,8 +90,6 @@ def test_notify_me_subscribes_and_a_push_while_hidden_is_shown_and_opens_the_mes
     page.wait_for_selector("#notify-toggle[data-state=on]")
     assert page.locator("#notify-browsers li").inner_text().startswith("This browser")
     assert page.locator(".notify-kinds input").count() == 5
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / "notify-control-laptop-light.png")
     registration = page.evaluate("() => navigator.serviceWorker.ready.then((r) => r.scope)")
     assert registration == f"{site.base_url}/"
 

@@ -1,5 +1,5 @@
 """Notifications pushed by the real webhooks loop (its push sender) to a local push service of the suite's own
-(tests/push_service.py), which checks each push's VAPID token and decrypts it as the browser would: exactly one
+(impo/devtools/push_service.py), which checks each push's VAPID token and decrypts it as the browser would: exactly one
 decrypted notification per run and kind, through failures of the push service, of the sender and of Redis."""
 
 import asyncio

@@ -15,7 +15,7 @@ from impo.devtools.websocket import WebsocketConnection
 def watch_turn(stack: Stack, session_id: str, seen: dict, ready: threading.Event) -> None:
     """When the double started the next turn and emitted its first delta, seen by a subscriber of its own (a sample
     whose subscription broke is not counted)."""
-    from rebyte.client import ProviderError
+    from rebyte.failures import ProviderError
 
     try:
         with stack.double.gateway() as gateway, gateway.live_events(session_id) as events:

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from impo.core.admin_desk import DeskAction, DeskActionsMixin
-from rebyte import deletions, services
+from rebyte import deletions
 from rebyte.models import (
     OPEN_INTENT_STATES,
     CreationIntent,
@@ -12,7 +12,20 @@ from rebyte.models import (
     RemoteTurn,
     SavedAgent,
 )
-from rebyte.provider import provider_gateway
+
+
+def _services():
+    """`rebyte.services`, imported when staff act on an intent: it brings the `openai` SDK, which every web process
+    would otherwise import at its start (most of a second of CPU, and its memory) for actions it rarely takes."""
+    from rebyte import services
+
+    return services
+
+
+def _gateway():
+    from rebyte.provider import provider_gateway
+
+    return provider_gateway()
 
 
 class PendingFirst(admin.SimpleListFilter):
@@ -35,12 +48,13 @@ def _is_open(intent) -> bool:
 
 
 def _recheck(request, intent) -> str:
-    settled = services.reconcile_intent(intent.id, provider_gateway())
+    settled = _services().reconcile_intent(intent.id, _gateway())
     return f"Re-checked with the provider: now {settled.state}."
 
 
 def _fail(request, intent) -> str | None:
-    failed = services.staff_fail_intent(intent.id, actor=request.user, note=intent.resolution_note or "failed in admin")
+    note = intent.resolution_note or "failed in admin"
+    failed = _services().staff_fail_intent(intent.id, actor=request.user, note=note)
     return "Marked failed: the runs waiting for it fail." if failed else None
 
 
@@ -80,9 +94,9 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
 
     @admin.action(description="Re-check now with the provider")
     def recheck_now(self, request, queryset):
-        gateway = provider_gateway()
+        gateway = _gateway()
         for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-            settled = services.reconcile_intent(intent.id, gateway)
+            settled = _services().reconcile_intent(intent.id, gateway)
             self.log_change(request, intent, f"re-checked: now {settled.state}")
             self.message_user(request, f"{intent}: {settled.state}")
 
@@ -92,7 +106,7 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
             if not intent.remote_id:
                 self.message_user(request, f"{intent}: enter the remote id first", level=messages.WARNING)
                 continue
-            services.staff_adopt_intent(
+            _services().staff_adopt_intent(
                 intent.id,
                 remote_id=intent.remote_id,
                 actor=request.user,
@@ -103,7 +117,7 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
     @admin.action(description="Mark failed (the runs waiting for it fail)")
     def mark_failed(self, request, queryset):
         for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-            if services.staff_fail_intent(
+            if _services().staff_fail_intent(
                 intent.id, actor=request.user, note=intent.resolution_note or "failed in admin"
             ):
                 self.log_change(request, intent, "marked failed")

@@ -1,14 +1,7 @@
 """A thin adapter over the official `openai` SDK's Agents API, pointed at Rebyte (docs/provider.md).
 
-It exposes only what Impo needs and sorts every failure into one of three kinds, which is all the
-callers decide on:
-- `Refused`: the provider answered 4xx; nothing happened and repeating the same call will not help;
-- `Unavailable`: a transient failure of a call that is safe to repeat (a read, or an input event whose
-  Idempotency-Key makes a resend harmless), or a create the provider declined before acting (429);
-- `UnknownOutcome`: a create (agent or session: not idempotent upstream) was sent and its answer lost
-  (timeout, dropped connection, 5xx); the resource may exist, so it must be looked up before creating again.
-  A delete is sorted the same way: it may have happened, so it is read before it is sent again.
-Pure Python: no Django.
+It exposes only what Impo needs and sorts every failure into one of the three kinds of `rebyte/failures.py`, which
+is all the callers decide on. Pure Python: no Django.
 """
 
 from __future__ import annotations
@@ -24,6 +17,8 @@ import openai
 from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
 from openai.types.beta.agents.sessions import Turn
 
+from rebyte.failures import ProviderError, Refused, Unavailable, UnknownOutcome, failure_kind
+
 __all__ = [
     "Agent",
     "AgentSession",
@@ -31,13 +26,8 @@ __all__ = [
     "AgentSessionItem",
     "LiveEvents",
     "OpenedSession",
-    "ProviderError",
     "RebyteGateway",
-    "Refused",
     "Turn",
-    "Unavailable",
-    "UnknownOutcome",
-    "failure_kind",
 ]
 
 PAGE_SIZE = 100
@@ -46,31 +36,6 @@ MAX_PAGES = 100
 _REFUSAL_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
 # `reasoning.summary` of the SDK's AgentReasoningParam.
 REASONING_SUMMARIES = frozenset({"auto", "concise", "detailed"})
-
-
-class ProviderError(Exception):
-    def __init__(self, message: str, *, operation: str, status: int | None = None, code: str | None = None):
-        super().__init__(f"{operation}: {message}")
-        self.operation = operation
-        self.status = status
-        self.code = code
-
-
-class Refused(ProviderError):
-    """The provider answered 4xx: the call did not take effect."""
-
-
-class Unavailable(ProviderError):
-    """A transient failure of a call that is safe to repeat later."""
-
-
-class UnknownOutcome(ProviderError):
-    """A create was sent but its answer was lost: the resource may or may not exist."""
-
-
-def failure_kind(error: ProviderError) -> str:
-    """How a failure is named on spans and in the error counts."""
-    return {Refused: "refused", Unavailable: "unavailable", UnknownOutcome: "unknown_outcome"}.get(type(error), "error")
 
 
 @contextmanager

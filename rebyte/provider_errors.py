@@ -12,7 +12,7 @@ from functools import cache
 import redis
 from django.conf import settings
 
-from rebyte.client import ProviderError, failure_kind
+from rebyte.failures import ProviderError, failure_kind
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from django.utils import timezone
 from impo.core import telemetry
 from impo.core.database import release_connection
 from rebyte import locks
-from rebyte.client import LiveEvents, RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.client import LiveEvents, RebyteGateway
+from rebyte.failures import Refused, Unavailable, UnknownOutcome
 from rebyte.instructions import AGENT_INSTRUCTIONS
 from rebyte.models import (
     OPEN_INTENT_STATES,

@@ -10,7 +10,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import F
 
-from rebyte.client import RebyteGateway, Refused
+from rebyte.client import RebyteGateway
+from rebyte.failures import Refused
 from rebyte.models import RemoteSession, SessionState
 from rebyte.services import session_instructions
 from runtime.models import Conversation, ConversationKind

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.db import transaction
 
 from rebyte import deletions as remote_deletions
-from rebyte.client import ProviderError, RebyteGateway, Refused
+from rebyte.client import RebyteGateway
+from rebyte.failures import ProviderError, Refused
 from rebyte.models import DeletionOutcome, IntentKind
 from runtime.models import Conversation
 from runtime.services import deletion

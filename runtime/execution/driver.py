@@ -25,7 +25,8 @@ from impo.core import telemetry
 from impo.core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
-from rebyte.client import LiveEvents, RebyteGateway, Refused, Unavailable, UnknownOutcome
+from rebyte.client import LiveEvents, RebyteGateway
+from rebyte.failures import Refused, Unavailable, UnknownOutcome
 from rebyte.models import RemoteSession, RemoteTurn
 from rebyte.provider import provider_gateway
 from runtime import attempts, selectors

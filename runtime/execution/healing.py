@@ -14,7 +14,8 @@ from django.utils import timezone
 from impo.core.error_codes import ErrorCode
 from rebyte import bindings
 from rebyte import sessions as rebyte_sessions
-from rebyte.client import ProviderError, RebyteGateway, Refused
+from rebyte.client import RebyteGateway
+from rebyte.failures import ProviderError, Refused
 from rebyte.models import RemoteSession
 from runtime.services import claims, lifecycle
 

@@ -14,7 +14,8 @@ from django.conf import settings
 
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
-from rebyte.client import LiveEvents, Unavailable
+from rebyte.client import LiveEvents
+from rebyte.failures import Unavailable
 from rebyte.models import CreationIntent, IntentKind, RemoteSession
 from runtime.execution import run_input
 from runtime.execution.following import TERMINAL_TURN_STATES

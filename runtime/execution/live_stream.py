@@ -13,7 +13,8 @@ import time
 from django.conf import settings
 
 from impo.core.database import release_connection
-from rebyte.client import LiveEvents, ProviderError, RebyteGateway
+from rebyte.client import LiveEvents, RebyteGateway
+from rebyte.failures import ProviderError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from impo.devstack import wait_until
-from rebyte.client import Refused, Unavailable, UnknownOutcome
+from rebyte.failures import Refused, Unavailable, UnknownOutcome
 from tests.rebyte.streams import read_until_idle
 
 CURRENT_TIME = {

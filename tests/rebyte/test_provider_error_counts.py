@@ -4,7 +4,7 @@ import pytest
 
 from impo.devstack import free_port
 from rebyte import provider_errors
-from rebyte.client import Unavailable
+from rebyte.failures import Unavailable
 from rebyte.provider import provider_gateway
 
 # The SDK tries an idempotent read this many times (its own retries) before the gateway sorts the failure.

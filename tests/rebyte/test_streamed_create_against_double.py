@@ -9,7 +9,8 @@ import openai
 import pytest
 
 from impo.devstack import wait_until
-from rebyte.client import UnknownOutcome, user_input
+from rebyte.client import user_input
+from rebyte.failures import UnknownOutcome
 from tests.rebyte.streams import read_until_idle
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}

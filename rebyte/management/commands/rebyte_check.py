@@ -10,7 +10,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from rebyte.client import ProviderError, RebyteGateway
+from rebyte.client import RebyteGateway
+from rebyte.failures import ProviderError
 
 CHECK_METADATA = {"impo_check": "rebyte_check"}
 TERMINAL = ("completed", "failed", "cancelled")

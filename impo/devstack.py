@@ -1,6 +1,6 @@
-"""The stack's real processes as the tests and the benchmarks start them: the Rebyte double, Temporal's dev server,
-Celery workers (or the worker host), the sweeper, the webhooks loop and the web server, each on free loopback ports,
-waited for, always stopped.
+"""The stack's real processes as the tests and the benchmarks start them: the Rebyte double, Celery workers (or the
+worker host), the sweeper, the webhooks loop and the web server, each on free loopback ports, waited for, always
+stopped (Temporal's dev server: impo/devtools/temporal.py).
 
 It lives in the roof because it composes every app's processes, as `make run` (the Procfile) does; the tests and
 bench/ both import it from here, so neither imports the other."""
@@ -135,36 +135,6 @@ class WorkerProcess(ServiceProcess):
     def __init__(self, name: str, argv: list[str], *, env: dict, processes: int):
         super().__init__(name, argv, env=env)
         self.processes = processes
-
-
-def start_temporal_dev_server() -> tuple[ServiceProcess, str]:
-    port = free_port()
-    database = Path(tempfile.mkdtemp(prefix="impo-temporal-")) / "temporal.db"
-    server = ServiceProcess(
-        "temporal",
-        [
-            str(VENV_BIN / "temporal"),
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--ui-port",
-            str(free_port()),
-            "--http-port",
-            str(free_port()),
-            "--metrics-port",
-            str(free_port()),
-            "--db-filename",
-            str(database),
-            "--log-level",
-            "warn",
-        ],
-    )
-    wait_until(lambda: port_open(port), timeout=60, what="the Temporal dev server")
-    return server, f"127.0.0.1:{port}"
 
 
 class RebyteDouble(ServiceProcess):

@@ -141,7 +141,7 @@ def new_client_message_id():
 
 @pytest.fixture(scope="session")
 def temporal_address():
-    from impo.devstack import start_temporal_dev_server
+    from impo.devtools.temporal import start_temporal_dev_server
 
     server, address = start_temporal_dev_server()
     yield address

@@ -29,9 +29,14 @@ def test_health_needs_no_authentication():
 def test_ready_reports_each_dependency_and_the_workers(workers, temporal_address, settings):
     settings.TEMPORAL_ADDRESS = temporal_address
 
-    response = APIClient().get("/ready")
+    # Each check has a short budget (2 s), which a saturated test machine can overrun once: asked again, it answers.
+    response = wait_until(
+        lambda: (answer := APIClient().get("/ready")).status_code == 200 and answer,
+        timeout=60,
+        interval=1,
+        what="/ready to answer 200",
+    )
 
-    assert response.status_code == 200, response.json()
     assert response.json()["checks"] == {"database": "ok", "redis": "ok", "temporal": "ok", "workers": "ok"}
 
 

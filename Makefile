@@ -30,7 +30,7 @@ run: install database
 # The suite in parallel: TEST_WORKERS pytest-xdist workers, each a test session of its own (tests/isolation.py),
 # each test to the next free worker (a module fixture is then set up once in every worker that runs one of
 # its tests). TEST_WORKERS=0 runs it serially.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: install database browser
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load
 

@@ -164,6 +164,9 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}/ws/v1/conversations/${key}/?after=${history.body.lastEventSeq}`);
     watched.set(key, socket);
+    // The socket brings only what comes after that seq; a run that ended between the list's read and the history's
+    // is already past it, and the list shown predates its end: read the list once more.
+    refreshSoon();
     socket.addEventListener("message", (message) => {
       if (RUN_EVENTS.has(JSON.parse(message.data).type)) refreshSoon();
     });

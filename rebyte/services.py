@@ -107,29 +107,28 @@ def _agent_is_gone(agent: SavedAgent, gateway: RebyteGateway) -> bool:
 
 def open_session_intent(run: Run, *, tools: list[dict], instructions: str, input_parts: list[str]) -> CreationIntent:
     """Inside the run's fenced transaction (`run` may be its read-only view): the session this run's input will
-    create, with that input."""
-    intent = _open_session_intent(run)
+    create, with that input; or the run's own create still open (an earlier attempt's), with the input it sent.
+    (The owner's agent create is opened by `ensure_saved_agent`.)"""
+    request = {"tools": tools, "instructions": instructions, "input_parts": input_parts}
+    scope = {"kind": IntentKind.SESSION, "run_id": run.id, "state__in": OPEN_INTENT_STATES}
+    intent = CreationIntent.objects.filter(**scope).first()
+    if intent is None:
+        submission = run.submission
+        try:
+            with transaction.atomic():
+                return CreationIntent.objects.create(
+                    owner_id=submission.owner_id,
+                    kind=IntentKind.SESSION,
+                    conversation_id=submission.conversation_id,
+                    run_id=run.id,
+                    request=request,
+                )
+        except IntegrityError:
+            intent = CreationIntent.objects.get(**scope)
     if not intent.request:
-        intent.request = {"tools": tools, "instructions": instructions, "input_parts": input_parts}
+        intent.request = request
         intent.save(update_fields=["request", "updated_at"])
     return intent
-
-
-def _open_session_intent(run: Run) -> CreationIntent:
-    """The run's own session create still open (an earlier attempt's), or a new one; joins the caller's
-    transaction. (The owner's agent create is opened by `ensure_saved_agent`.)"""
-    scope = {"kind": IntentKind.SESSION, "run_id": run.id, "state__in": OPEN_INTENT_STATES}
-    existing = CreationIntent.objects.filter(**scope).first()
-    if existing is not None:
-        return existing
-    submission = run.submission
-    try:
-        with transaction.atomic():
-            return CreationIntent.objects.create(
-                owner=submission.owner, kind=IntentKind.SESSION, conversation=submission.conversation, run_id=run.id
-            )
-    except IntegrityError:
-        return CreationIntent.objects.get(**scope)
 
 
 def realise(
@@ -269,7 +268,8 @@ def _adopt(intent: CreationIntent, remote_id: str):
         intent.state = IntentState.CREATED
         intent.remote_id = remote_id
         intent.last_error = ""
-        intent.save()
+        # Not the request: a session's carries its tools, which only a create reads.
+        intent.save(update_fields=["state", "remote_id", "last_error", "updated_at"])
         if intent.kind == IntentKind.AGENT:
             current_agent = _current_agent(intent.owner_id)
             if current_agent is not None:

@@ -56,6 +56,12 @@ _TRUTH_EVENTS = frozenset(
     }
 )
 _STREAMING_TURN_STATES = frozenset({"queued", "in_progress"})
+# While an open stream stays quiet, the truth is read after its first quiet (QUIET_OPEN_STREAM_SECONDS), then after
+# twice as many quiet waits each time, up to this many: a turn that thinks for 20 s before its first word was read
+# ten times (its turn and its items through the SDK each time), and 500 such turns used more of a worker host's CPU
+# than the same turns streaming a delta a second (bench/RESULTS.md). A cancel is still looked for at every quiet
+# wait (one statement), and one asked for reads the truth at once, which relays it.
+QUIET_WAITS_BETWEEN_READS_CAP = 4
 _TURN_END_EVENTS = frozenset(
     {"agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"}
 )
@@ -79,6 +85,7 @@ class Following:
         last_resend = time.monotonic()
         followed = None  # the run's turn as last read, while it streams its reply
         read_items_only = False
+        quiet = _QuietReads()
         while True:
             self.heartbeat.check()
             if read_truth:
@@ -108,7 +115,11 @@ class Following:
                 asks = any(_asks_for_truth(event) for event in events)
                 # Deltas of an item whose start this stream did not see cannot be placed (after the stream broke, or
                 # on a successor's stream): the items can. The turn is not read again for them while it streams.
-                read_truth = not events or not applied or asks
+                if events or not live.open.is_set():
+                    quiet.reset()
+                    read_truth = not events or not applied or asks
+                else:
+                    read_truth = quiet.read_due() or self._cancel_to_relay()
                 read_items_only = bool(events) and not asks and followed is not None
             if self.cancel_seen and not self.remote_turn.cancel_sent_at:
                 self._send_cancel(session)
@@ -235,6 +246,9 @@ class Following:
                 then(run)
         self.unprojected.projected()
 
+    def _cancel_to_relay(self) -> bool:
+        return not self.remote_turn.cancel_sent_at and selectors.cancel_requested(self.run.id)
+
     def _relay_cancel(self, session: RemoteSession, turn) -> None:
         if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
             return
@@ -246,3 +260,24 @@ class Following:
         self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
         with self.fence():
             bindings.note_cancel_sent(self.remote_turn)
+
+
+class _QuietReads:
+    """Which of an open stream's quiet waits (QUIET_OPEN_STREAM_SECONDS each) end with a read of the truth: the
+    first, then after 2, 4, ... more, up to QUIET_WAITS_BETWEEN_READS_CAP, until the stream speaks again."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self._waits = 0
+        self._next_read = 1
+        self._step = 1
+
+    def read_due(self) -> bool:
+        self._waits += 1
+        if self._waits < self._next_read:
+            return False
+        self._step = min(self._step * 2, QUIET_WAITS_BETWEEN_READS_CAP)
+        self._next_read = self._waits + self._step
+        return True

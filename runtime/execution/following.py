@@ -250,11 +250,8 @@ class Following:
         return not self.remote_turn.cancel_sent_at and selectors.cancel_requested(self.run.id)
 
     def _relay_cancel(self, session: RemoteSession, turn) -> None:
-        if self.remote_turn.cancel_sent_at or turn.status in TERMINAL_TURN_STATES:
-            return
-        if not selectors.cancel_requested(self.run.id):
-            return
-        self._send_cancel(session)
+        if turn.status not in TERMINAL_TURN_STATES and self._cancel_to_relay():
+            self._send_cancel(session)
 
     def _send_cancel(self, session: RemoteSession) -> None:
         self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")

@@ -11,10 +11,6 @@ from tests.client import finished_run, post_message
 QUIET_SECONDS = 12
 
 
-def provider_calls(double) -> Counter:
-    return Counter(request["op"] for request in double.requests())
-
-
 def test_a_turn_quiet_for_12_seconds_on_an_open_stream_is_read_a_few_times_not_every_2_seconds(
     workers, api, rebyte_double
 ):
@@ -25,7 +21,7 @@ def test_a_turn_quiet_for_12_seconds_on_an_open_stream_is_read_a_few_times_not_e
     run = finished_run(receipt["submissionId"])
     assert run.state == RunState.COMPLETED
     assert run.submission.assistant_message.text == "Echo: think before you answer"
-    calls = provider_calls(rebyte_double)
+    calls = Counter(rebyte_double.state()["requests"])
     # Quiet waits of 2 s each: read after the 1st and the 3rd (the 7th would be at 14 s), then once at the turn's
     # end. Read after every wait, it was 6 reads in the quiet and one at the end.
     assert calls["list_items"] <= 4 and calls["list_turns"] <= 4, calls

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.harness import PGHOST, PGPORT, PGUSER, Figure
-from impo.devstack import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
+from devtools.stack import VENV_BIN, ServiceProcess, free_port, port_open, wait_until
 
 CLIENT_CONCURRENCY = 8
 WEB_PROCESSES = 2

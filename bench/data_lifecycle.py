@@ -42,7 +42,7 @@ def event_table() -> tuple[int, int, int]:
 def real_replies(stack, runs: int) -> None:
     from django.contrib.auth import get_user_model
 
-    from impo.devstack import wait_until
+    from devtools.stack import wait_until
     from runtime.models import TERMINAL_RUN_STATES, Run
     from runtime.services.admission import MessageCommand
     from runtime.services.commands import submit_main_chat_message
@@ -109,8 +109,8 @@ def synthetic_settled_runs(count: int) -> None:
 def export_of_a_large_account(messages: int) -> None:
     from django.contrib.auth import get_user_model
 
-    from impo.devstack import long_task_conversation
-    from impo.export import document
+    from accounts.selectors import document
+    from devtools.stack import long_task_conversation
 
     [(owner_id, _)] = harness.create_users(1, "exported")
     owner = get_user_model().objects.get(id=owner_id)
@@ -148,7 +148,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from impo.devstack import RebyteDouble, Stack
+    from devtools.stack import RebyteDouble, Stack
     from runtime.services import retention
 
     double = RebyteDouble()

@@ -9,7 +9,7 @@ import time
 import uuid
 
 from bench.harness import Figure, retire_unfinished_runs
-from impo.devstack import Stack, wait_until
+from devtools.stack import Stack, wait_until
 
 
 def admit_runs(owner_ids: list[int], count: int, label: str, *, one_conversation_each: bool = False) -> list[uuid.UUID]:

@@ -5,7 +5,9 @@ machine and in the same run as the figures they bound (bench/inflight.py):
   sockets (`runtime.outbound`): groups of one member, each message a text.delta event, side by side one
   `group_send` per conversation and one `send_to_groups` call for the conversations of one write;
 - one call through the gateway as shipped (the `openai` SDK): a read of a session's items at the double;
-- one live event read through the SDK's stream (measured by whoever reads one: see `ThreadCpu`).
+- one live event read through the gateway (measured by whoever reads one: see `ThreadCpu`);
+- the floor of a delta's read: its event's bytes decoded by a fast JSON decoder (`json_decode_cpu_ms`), beside the
+  SDK's reading of the same bytes with and without a model per event (`sdk_read_cpu_ms`).
 
 Each is CPU of the calling thread only (the bench runs other threads), per piece, in ms.
 """
@@ -84,6 +86,55 @@ def sdk_call_cpu_ms(stack, owner, calls: int = 100) -> float:
         for _ in range(calls):
             gateway.list_items(session.remote_id)
         return 1000 * (time.thread_time() - started) / calls
+
+
+def json_decode_cpu_ms(payloads: list[bytes], rounds: int = 200) -> float:
+    """CPU per event to decode these events' bytes (each an SSE `data` field as sent) with a fast JSON decoder: ujson,
+    a C decoder the lock file already holds (orjson is not in it)."""
+    import ujson
+
+    started = time.thread_time()
+    for _ in range(rounds):
+        for payload in payloads:
+            ujson.loads(payload)
+    return 1000 * (time.thread_time() - started) / (rounds * len(payloads))
+
+
+def sdk_read_cpu_ms(payloads: list[bytes], rounds: int = 20) -> dict[str, float]:
+    """CPU per event to read these events' bytes as one SSE body held in memory (no socket: what reading costs apart
+    from waiting on the network), side by side: the SDK building its model of each (`Stream[AgentSessionEvent]`, as
+    the gateway read before issue 48), the SDK decoding SSE and JSON only and the gateway's record of each
+    (`Stream[object]`, as it reads now), and the floor (ujson alone). Interleaved, so load hits each alike."""
+    import httpx2
+    import openai
+    import ujson
+    from openai import Stream
+    from openai._models import FinalRequestOptions
+    from openai.types.beta import AgentSessionEvent
+
+    from rebyte.live_event import from_raw
+
+    body = b"".join(b"event: %s\ndata: %s\n\n" % (ujson.loads(p)["type"].encode(), p) for p in payloads)
+    client = openai.OpenAI(api_key="bench", base_url="http://127.0.0.1:9/v1")
+    options = FinalRequestOptions.construct(method="get", url="/events", stream_mode="events")
+
+    def stream(cast_to) -> Stream:
+        response = httpx2.Response(200, content=body, request=httpx2.Request("GET", "http://127.0.0.1:9/v1/events"))
+        return Stream(cast_to=cast_to, response=response, client=client, options=options)
+
+    ways = {
+        "the SDK's model of each event": lambda: list(stream(AgentSessionEvent)),
+        "the SDK's decoding + the gateway's record": lambda: [from_raw(data) for data in stream(object)],
+        "ujson alone": lambda: [ujson.loads(payload) for payload in payloads],
+    }
+    spent = dict.fromkeys(ways, 0.0)
+    for _ in range(rounds):
+        for name, read in ways.items():
+            started = time.thread_time()
+            read()
+            spent[name] += time.thread_time() - started
+    client.close()
+    return {name: 1000 * seconds / (rounds * len(payloads)) for name, seconds in spent.items()}
 
 
 class ThreadCpu:

@@ -35,9 +35,9 @@ from bench.inflight_load import (
 )
 from bench.inflight_streaming import streaming_side_by_side
 from bench.worker_host import LEASE_SECONDS, start_host
-from impo.devstack import Stack, wait_until
-from impo.devtools import invariants
-from impo.devtools.records import Command, ConversationRecord, Figures
+from devtools import invariants
+from devtools.records import Command, ConversationRecord, Figures
+from devtools.stack import Stack, wait_until
 
 
 def slow_turns(stack: Stack, owners: list, sizes: InflightSizes, *, which: str) -> list[Figure]:

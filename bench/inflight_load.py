@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.harness import median_and_p95
 from bench.worker_host import HOST
-from impo.devstack import Stack, WorkerProcess, wait_until
+from devtools.stack import Stack, WorkerProcess, wait_until
 
 REPLY_LENGTH = 100  # "Echo: " and the message: a turn of N deltas sends REPLY_LENGTH / N characters each
 SAMPLE_SECONDS = 0.5

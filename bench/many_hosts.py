@@ -27,7 +27,7 @@ from bench.admission import _CLOCK_TICKS, cpu_seconds
 from bench.harness import Figure, create_users
 from bench.inflight_load import message_text, pace, run_outcomes, wait_settled
 from bench.worker_host import LEASE_SECONDS
-from impo.devstack import Stack, WorkerProcess
+from devtools.stack import Stack, WorkerProcess
 
 SAMPLE_SECONDS = 0.25
 HOST_APP_PREFIX = "impo-many-host-"

@@ -8,8 +8,8 @@ import uuid
 
 from bench.harness import Figure, median_and_p95
 from bench.worker_host import start_host
-from impo.devstack import Stack, start_web
-from impo.devtools.websocket import WebsocketConnection
+from devtools.stack import Stack, start_web
+from devtools.websocket import WebsocketConnection
 
 
 def watch_turn(stack: Stack, session_id: str, seen: dict, ready: threading.Event) -> None:

@@ -4,10 +4,12 @@ ending at once.
 
 `python -m bench.push [--runs 200]`, in a scratch database of its own (bench/harness.py). Each run is admitted and
 finished through the runtime's own write paths (claim, then `finish_run`, which writes the notification in the
-same transaction); each owner has one browser subscribed to the suite's push service (impo/devtools/push_service.py),
+same transaction); each owner has one browser subscribed to the suite's push service (devtools/push_service.py),
 which checks the VAPID token and decrypts every push in this process, on the same machine: its CPU is part of the
 figure.
-The sender polls as deployed (`IMPO_WEBHOOK_POLL_SECONDS`, 1 s): a commit waits half of that on average.
+The sender polls as deployed (`IMPO_WEBHOOK_POLL_SECONDS`, 1 s), and a notification's commit rings its doorbell
+(core/doorbells.py) so it need not wait for the poll. Each figure is measured twice in the same run: first with the
+bench's commits ringing no doorbell (the poll alone, as before the doorbell), then as shipped.
 """
 
 import argparse
@@ -16,6 +18,8 @@ import signal
 import sys
 import time
 import types
+from contextlib import nullcontext
+from unittest import mock
 
 from bench import harness
 
@@ -39,7 +43,7 @@ def end_runs_at_once(owner_ids: list[int], service, *, timeout: float = 300) -> 
     to the push service's receipt (seconds) and the sender's rate over the burst (pushes per second)."""
     from django.contrib.auth import get_user_model
 
-    from impo.devstack import wait_until
+    from devtools.stack import wait_until
     from runtime.models import Run, RunState
     from runtime.services.admission import MessageCommand
     from runtime.services.claims import claim_run, finish_run
@@ -70,6 +74,23 @@ def end_runs_at_once(owner_ids: list[int], service, *, timeout: float = 300) -> 
     return delays, (len(burst) / span if span > 0 else float("inf"))
 
 
+def _measure(users: list, service, *, runs: int, rounds: int, label: str) -> None:
+    single = []
+    for _ in range(rounds):
+        delays, _ = end_runs_at_once([users[0][0]], service)
+        single += delays
+    median, p95 = harness.median_and_p95(single)
+    print(f"{label}: 1 run ending ({rounds} rounds): commit -> push service median {median * 1000:.0f} ms,", end="")
+    print(f" p95 {p95 * 1000:.0f} ms", flush=True)
+    delays, rate = end_runs_at_once([user_id for user_id, _ in users[1 : runs + 1]], service)
+    median, p95 = harness.median_and_p95(delays)
+    print(
+        f"{label}: {runs} runs ending at once: commit -> push service median {median * 1000:.0f} ms,"
+        f" p95 {p95 * 1000:.0f} ms; one sender: {rate:.0f} notifications/s",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.push")
     parser.add_argument("--runs", type=int, default=200, help="runs ending at once in the burst")
@@ -81,8 +102,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from impo.devstack import Stack, free_port
-    from impo.devtools.push_service import PushService, vapid_public_key_of
+    from devtools.push_service import PushService, vapid_public_key_of
+    from devtools.stack import Stack, free_port
 
     # The sender needs no provider: the stack's environment only names one.
     stack = Stack(
@@ -97,21 +118,13 @@ def main() -> None:
         users = harness.create_users(args.runs + 1, "push")
         _subscribe([user_id for user_id, _ in users], service)
         print(f"# Web Push, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
-        single = []
-        for _ in range(args.rounds):
-            delays, _ = end_runs_at_once([users[0][0]], service)
-            single += delays
-        median, p95 = harness.median_and_p95(single)
-        print(
-            f"1 run ending ({args.rounds} rounds): commit -> push service median {median * 1000:.0f} ms,"
-            f" p95 {p95 * 1000:.0f} ms"
-        )
-        delays, rate = end_runs_at_once([user_id for user_id, _ in users[1:]], service)
-        median, p95 = harness.median_and_p95(delays)
-        print(
-            f"{args.runs} runs ending at once: commit -> push service median {median * 1000:.0f} ms,"
-            f" p95 {p95 * 1000:.0f} ms; one sender: {rate:.0f} notifications/s"
-        )
+        from runtime import outbound
+
+        for label, doorbell in (("poll only", False), ("doorbell", True)):
+            # The poll alone: this process's commits ring nothing (the sender still listens).
+            silenced = nullcontext() if doorbell else mock.patch.object(outbound, "ring_after_commit", lambda _: None)
+            with silenced:
+                _measure(users, service, runs=args.runs, rounds=args.rounds, label=label)
         assert service.refused == [], service.refused
     finally:
         stack.stop()

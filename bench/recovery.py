@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from bench.harness import Figure, median_and_p95
-from impo.devstack import ServiceProcess, Stack, wait_until
+from devtools.stack import ServiceProcess, Stack, wait_until
 
 
 def _parent_pid(pid: int) -> int:

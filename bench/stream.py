@@ -16,8 +16,8 @@ import redis
 from websockets.asyncio.client import connect
 
 from bench.harness import Figure, median_and_p95
-from impo.devstack import VENV_BIN, ServiceProcess, Stack, start_web, wait_until
-from impo.devtools.websocket import WebsocketConnection
+from devtools.stack import VENV_BIN, ServiceProcess, Stack, start_web, wait_until
+from devtools.websocket import WebsocketConnection
 
 WARM_UP_SAMPLES = 10
 

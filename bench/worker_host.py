@@ -2,7 +2,7 @@
 
 import os
 
-from impo.devstack import Stack, WorkerProcess
+from devtools.stack import Stack, WorkerProcess
 
 HOST = "impo-inflight-host"  # its PGAPPNAME: the connections its processes hold are counted by this name
 LEASE_SECONDS = 10

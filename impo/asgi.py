@@ -2,7 +2,7 @@ import os
 
 import django
 
-from impo.core import telemetry
+from core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 # A persistent connection belongs to the thread that opened it, and under ASGI threads come and go (each

@@ -15,9 +15,9 @@ from celery.signals import (
 )
 from django.db import close_old_connections
 
+from core import heap, telemetry
+from core.outages import Condition
 from impo import worker_liveness
-from impo.core import heap, telemetry
-from impo.core.outages import Condition
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
 if Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]:
@@ -128,8 +128,11 @@ def start_tracing_without_children(sender, **kwargs):
 
 
 @worker_process_shutdown.connect
-def flush_traces(**kwargs):
-    # A prefork child leaves without running atexit handlers: its last spans are sent here.
+def flush_traces_and_hints(**kwargs):
+    # A prefork child leaves without running atexit handlers: its last hints and spans are sent here.
+    from runtime import outbound
+
+    outbound.flush_hints()
     telemetry.shutdown()
 
 

@@ -26,8 +26,8 @@ from django.conf import settings
 from django.core.exceptions import RequestAborted
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from impo.core.errors import ApplicationError, RateLimited, RequestTimeout, RequestTooLarge, error_envelope
-from impo.core.middleware import request_id_from
+from core.errors import ApplicationError, RateLimited, RequestTimeout, RequestTooLarge, error_envelope
+from core.middleware import request_id_from
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ def declared_length(scope) -> int | None:
     return None
 
 
-async def read_bounded_body(receive, *, limit: int, seconds: float):
-    """The whole body in a spooled file, within `limit` bytes and `seconds`; raises BodyRefused otherwise, and
-    Django's RequestAborted when the client leaves."""
+async def read_bounded_body(receive, *, limit: int, seconds: float, spool_bytes: int):
+    """The whole body in a file (in memory up to `spool_bytes`, on disk beyond), within `limit` bytes and `seconds`;
+    raises BodyRefused otherwise, and Django's RequestAborted when the client leaves."""
     body_file = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (the caller closes it with the request)
-        max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+        max_size=spool_bytes, mode="w+b"
     )
     size = 0
     try:

@@ -1,11 +1,13 @@
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 
-from impo.core.errors import ApplicationError, RequestTooLarge
+from attachments.tickets import upload_body_bounds
+from core.errors import ApplicationError, RequestTooLarge
 from impo.edge import BodyRefused, declared_length, read_bounded_body, refusal_headers
 
 # Threads kept for later requests; a burst above this (long streams, say) leaves only this many idle behind it.
@@ -13,6 +15,11 @@ MAX_IDLE_THREADS = 32
 # A synchronous streaming body (a static file, the export) is read on the request's thread in pieces of about this
 # size, each sent before the next is read.
 STREAM_PIECE_BYTES = 64 * 1024
+# An attachment's upload is written to disk past this much, so ten 10 MiB uploads at once hold little memory.
+UPLOAD_SPOOL_BYTES = 64 * 1024
+
+# The body bounds of the request being handled: (bytes, seconds, bytes kept in memory before disk).
+_body_bounds: ContextVar[tuple[int, float, int]] = ContextVar("body_bounds")
 
 
 class HttpHandler(ASGIHandler):
@@ -30,7 +37,8 @@ class HttpHandler(ASGIHandler):
       Still one request per thread at a time; connections go back to the pool at each request's end, as with
       Django's own handler.
     - The body is read within a deadline and a size bound, whatever its framing, and a chunked body's length is
-      what the request then says (impo/edge.py).
+      what the request then says (impo/edge.py). An attachment's upload URL, signed for its manifest, allows the
+      manifest's size and time in proportion (attachments/tickets.py), and its body goes to disk as it arrives.
     - A streaming response with a synchronous iterator (WhiteNoise's static files, the account export) is read on
       the request's thread piece by piece. Django's own handler reads the whole of it into memory first, warning
       "StreamingHttpResponse must consume synchronous iterators" once in each web process.
@@ -61,7 +69,17 @@ class HttpHandler(ASGIHandler):
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
     async def handle(self, scope, receive, send):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        upload = upload_body_bounds(scope["path"], scope["query_string"]) if scope["method"] == "PUT" else None
+        if upload is None:
+            bounds = (
+                settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+                settings.IMPO_WEB_BODY_SECONDS,
+                settings.FILE_UPLOAD_MAX_MEMORY_SIZE,
+            )
+        else:
+            bounds = *upload, UPLOAD_SPOOL_BYTES
+        _body_bounds.set(bounds)
+        limit = bounds[0]
         declared = declared_length(scope)
         if declared is not None and declared > limit:
             await _refuse(scope, send, RequestTooLarge(f"The request body exceeds {limit} bytes."))
@@ -77,9 +95,8 @@ class HttpHandler(ASGIHandler):
         await super().send_response(response, send)
 
     async def read_body(self, receive):
-        return await read_bounded_body(
-            receive, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE, seconds=settings.IMPO_WEB_BODY_SECONDS
-        )
+        limit, seconds, spool_bytes = _body_bounds.get()
+        return await read_bounded_body(receive, limit=limit, seconds=seconds, spool_bytes=spool_bytes)
 
     def create_request(self, scope, body_file):
         request, error_response = super().create_request(scope, body_file)

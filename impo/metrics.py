@@ -19,9 +19,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from impo.core.authentication import bearer_key, request_user
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import error_response, unauthorized
+from core.authentication import bearer_key, request_user
+from core.error_codes import ErrorCode
+from core.errors import error_response, unauthorized
 from rebyte import provider_errors
 from rebyte.models import CreationIntent, IntentState
 from runtime.models import Run, RunState

@@ -8,29 +8,33 @@ from urllib.parse import urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from impo.core.log_levels import logging_config
+from core.log_levels import logging_config
+from impo.attachment_settings import attachment_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-# A local checkout runs with DEBUG on and a throwaway key; a deployment says DJANGO_DEBUG=false and must then
-# bring its own key: there is no default a stranger could read here and use to forge sessions.
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
-if DEBUG:
-    SECRET_KEY = env("DJANGO_SECRET_KEY", default="impo-local-development-only")
-else:
-    SECRET_KEY = env("DJANGO_SECRET_KEY", default="")
-    if not SECRET_KEY:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false.")
+# Secure by default (docs/operations.md "Security"): DEBUG is off unless DJANGO_DEBUG=true asks for it, and it relaxes
+# no rule by itself (plain HTTP, internal webhook and push targets, the demo user: each has a setting of its own).
+# Only a DEBUG run, which the web server serves on loopback only (impo/web_server.py), gets a throwaway key; anything
+# else brings its own, so no key a stranger could read here can forge sessions.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+LOCAL_DEVELOPMENT_SECRET_KEY = "impo-local-development-only"
+SECRET_KEY = env("DJANGO_SECRET_KEY", default=LOCAL_DEVELOPMENT_SECRET_KEY if DEBUG else "")
+if not DEBUG and SECRET_KEY in ("", LOCAL_DEVELOPMENT_SECRET_KEY):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set to a key of this deployment's own (only DJANGO_DEBUG=true, on a developer's "
+        "machine, runs without one)."
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 # Origins (scheme://host[:port]) other than the site's own that may post forms and open session websockets.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
-# Served over HTTPS (by the web server itself or behind a TLS-terminating proxy): on by default without DEBUG.
-# A deployment that really serves plain HTTP on a private network (the test harness does) turns it off.
-SERVED_OVER_HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
+# Served over HTTPS (by the web server itself or behind a TLS-terminating proxy): on unless turned off, DEBUG or not.
+# What really serves plain HTTP (on loopback, on a private network: `make run`, the test harness) turns it off.
+SERVED_OVER_HTTPS = env.bool("DJANGO_HTTPS", default=True)
 SECURE_SSL_REDIRECT = SERVED_OVER_HTTPS
 # Load balancers probe over plain HTTP inside the network; a redirect would read as "down".
 SECURE_REDIRECT_EXEMPT = [r"^health$", r"^ready$"]
@@ -64,15 +68,18 @@ INSTALLED_APPS = [
     "tools",
     "scheduling",
     "webhooks",
+    "accounts",
+    "attachments",
 ]
 
 MIDDLEWARE = [
-    "impo.core.middleware.RequestIdMiddleware",
+    "core.middleware.RequestIdMiddleware",
+    "core.middleware.AllowedHostMiddleware",  # before anything reads the host
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "impo.core.authentication.BearerRequestsSkipCsrfMiddleware",
+    "core.authentication.BearerRequestsSkipCsrfMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -119,7 +126,7 @@ else:
     # Workers and commands keep one connection each; health checks drop ones the server closed.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Statements run through `impo.core.database.prepared_cursor` (the claim, the event append) are prepared on their
+# Statements run through `core.database.prepared_cursor` (the claim, the event append) are prepared on their
 # connection from their fifth run on; the ORM's cursors bind on the client and never prepare.
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 DATABASES["default"]["TEST"] = {"NAME": env("DJANGO_TEST_DATABASE", default=None)}
@@ -160,14 +167,14 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "impo.core.authentication.BearerTokenAuthentication",
+        "core.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["impo.core.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "impo.core.errors.ica_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "impo.core.openapi.ImpoAutoSchema",
+    "EXCEPTION_HANDLER": "core.errors.ica_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "core.openapi.ImpoAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -176,9 +183,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Durable agent execution: commands, submissions, history, tasks, devices, schedules.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    # Request bodies get their own components, so input-only rules (no unknown fields) stay off the responses.
+    # Request bodies get components of their own (input-only rules stay off the responses). Path ids match any
+    # segment, so a malformed one is refused as 400, while the schema says what is valid.
     "COMPONENT_SPLIT_REQUEST": True,
-    # Path ids match any segment so a malformed one is refused as 400; the schema still says what is valid.
     "PATH_CONVERTER_OVERRIDES": {"ica_uuid": {"type": "string", "format": "uuid"}},
     # Several responses carry a `status`, each from its own set; each set gets its own name.
     "ENUM_NAME_OVERRIDES": {
@@ -189,8 +196,12 @@ SPECTACULAR_SETTINGS = {
         "PlanRunStatusEnum": "scheduling.serializers.PLAN_RUN_STATUSES",
         "EventTypeEnum": "runtime.models.EventType",
         "WebhookEventTypeEnum": "webhooks.models.WebhookEventType",
-        "ErrorCodeEnum": "impo.core.openapi.HTTP_CODE_CHOICES",
+        "ErrorCodeEnum": "core.openapi.HTTP_CODE_CHOICES",
         "NotificationKindEnum": "runtime.models.NotificationKind",
+        "AttachmentKindEnum": "attachments.models.AttachmentKind",
+        "FeedbackEnum": "runtime.models.Feedback",
+        "DecidedApprovalStatusEnum": "tools.serializers.DECIDED_APPROVAL_STATUSES",
+        "KindEnum": "runtime.models.ConversationKind",  # its name before attachments had a kind too
     },
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
@@ -199,10 +210,9 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# channels-redis waits for a consumer's next message with a blocking read of up to 5 s (BZPOPMIN); redis-py 8's
-# default socket timeout is also 5 s, so on an idle socket the read timed out first, the consumer died and the
-# page reconnected every few seconds. The layer's connections wait longer than that read (which returns on its
-# own), and keepalive lets the kernel notice a dead peer instead.
+# channels-redis reads a consumer's next message with a blocking BZPOPMIN of up to 5 s, redis-py 8's default socket
+# timeout: an idle socket's read timed out first, its consumer died and the page reconnected every few seconds. So
+# the layer's connections wait longer than that read, and keepalive lets the kernel notice a dead peer instead.
 CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = 30.0
 CHANNEL_LAYERS = {
     "default": {
@@ -228,12 +238,11 @@ CHANNEL_LAYERS = {
     },
 }
 
-# Celery is a wake-up, not the queue of record: a task may be lost or delivered twice, the
-# database lease decides who executes. Wake-ups are acknowledged on receipt: on the threads pool a run
-# keeps its task for its whole turn, and a consumer holding hundreds unacknowledged when Redis drops
-# tries to give them back to the unreachable broker and stops consuming for good (kombu). A killed
-# worker's runs are woken again by the sweeper once their lease expires; prefetch 1 stops one worker
-# hoarding wake-ups others could serve.
+# Celery is a wake-up, not the queue of record: a task may be lost or delivered twice, the database lease decides
+# who executes. Wake-ups are acknowledged on receipt: on the threads pool a run keeps its task for its whole turn,
+# and a consumer holding hundreds unacknowledged when Redis drops tries to give them back to the unreachable broker
+# and stops consuming for good (kombu). A killed worker's runs are woken again by the sweeper once their lease
+# expires; prefetch 1 stops one worker hoarding wake-ups others could serve.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 # Redis's transport, but a worker survives losing Redis with wake-ups unacknowledged (impo/broker.py). Named, the
 # transport no longer comes from the URL's scheme: TLS (`rediss://`) is then asked for here, verifying the server's
@@ -336,6 +345,9 @@ REBYTE_STREAM_TIMEOUT_SECONDS = env.float("REBYTE_STREAM_TIMEOUT_SECONDS", defau
 # Each web process checks its sockets for events whose push was lost, one query per interval (more often without Redis).
 IMPO_SOCKET_CATCH_UP_SECONDS = env.float("IMPO_SOCKET_CATCH_UP_SECONDS", default=5.0)
 IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS = env.float("IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS", default=1.0)
+# ... and refreshes their slots and subscriber entries (which live 60 and 45 s) and their group memberships
+# (IMPO_CHANNEL_GROUP_EXPIRY_SECONDS) this often: each must stay several times shorter than what it keeps alive.
+IMPO_SOCKET_PRESENCE_SECONDS = env.float("IMPO_SOCKET_PRESENCE_SECONDS", default=15.0)
 
 # Per-user limits (docs/operations.md "Security"), counted in Redis and shared by every web process. Admission, streams
 # and websockets fail open when Redis is down (the active-run cap is counted in PostgreSQL); login fails closed.
@@ -359,10 +371,10 @@ IMPO_WEBHOOK_MAX_AGE_SECONDS = env.float("IMPO_WEBHOOK_MAX_AGE_SECONDS", default
 IMPO_WEBHOOK_POLL_SECONDS = env.float("IMPO_WEBHOOK_POLL_SECONDS", default=1.0)
 IMPO_WEBHOOK_REWAKE_AFTER_SECONDS = env.float("IMPO_WEBHOOK_REWAKE_AFTER_SECONDS", default=15.0)
 IMPO_WEBHOOK_ENDPOINTS_PER_USER = env.int("IMPO_WEBHOOK_ENDPOINTS_PER_USER", default=10)
-# Webhook targets (webhooks/targets.py): https only unless this (DEBUG by default) allows plain http; internal
-# addresses (loopback, private, link-local, …) are refused unless a network listed here holds them (CIDRs, e.g.
+# Webhook and push targets (webhooks/targets.py): https only unless this allows plain http; internal addresses
+# (loopback, private, link-local, …) are refused unless a network listed here holds them (CIDRs, e.g.
 # `127.0.0.1/32` for a receiver on the same machine; none by default).
-IMPO_WEBHOOK_ALLOW_HTTP = env.bool("IMPO_WEBHOOK_ALLOW_HTTP", default=DEBUG)
+IMPO_WEBHOOK_ALLOW_HTTP = env.bool("IMPO_WEBHOOK_ALLOW_HTTP", default=False)
 IMPO_WEBHOOK_ALLOWED_NETWORKS = [net for net in env.list("IMPO_WEBHOOK_ALLOWED_NETWORKS", default=[]) if net]
 for _network in IMPO_WEBHOOK_ALLOWED_NETWORKS:
     try:
@@ -383,3 +395,6 @@ IMPO_PUSH_SENDERS = env.int("IMPO_PUSH_SENDERS", default=4)
 # and the window over which claim latency is summarised.
 IMPO_METRICS_TOKEN = env("IMPO_METRICS_TOKEN", default="")
 IMPO_METRICS_WINDOW_SECONDS = env.float("IMPO_METRICS_WINDOW_SECONDS", default=300.0)
+
+# Attachments (docs/design.md §12): the store and the bounds of an upload, in their own module.
+globals().update(attachment_settings(env, BASE_DIR))

@@ -2,11 +2,9 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
+from core import errors
+from core.login import throttled_login
 from impo import health, metrics
-from impo.accounts import AccountView
-from impo.core import errors
-from impo.core.login import throttled_login
-from impo.export import ExportView
 
 # The API answers errors in ICA v1 JSON; the web pages answer them as pages.
 handler400 = "runtime.http.web.bad_request"
@@ -24,9 +22,9 @@ urlpatterns = [
     path("api/v1/", include("scheduling.urls")),
     path("api/v1/", include("runtime.http.device_urls")),
     path("api/v1/", include("webhooks.urls")),
-    # The account's data across every app, composed here above them all.
-    path("api/v1/export", ExportView.as_view(), name="export"),
-    path("api/v1/account", AccountView.as_view(), name="account"),
+    path("api/v1/", include("attachments.urls")),
+    # The account's data across every app (export, deletion), composed by the app above them all.
+    path("api/v1/", include("accounts.urls")),
     # Any other path under /api/ is the API's 404, in its envelope, in every configuration (DEBUG's technical 404
     # page would otherwise answer it, and CommonMiddleware would redirect it to a slash-ended path).
     re_path(r"^api/", errors.json_not_found),

@@ -13,10 +13,11 @@ import os
 import signal
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from uvicorn.workers import UvicornWorker
 
-from impo.core.log_redaction import install_on_web_server_loggers
-from impo.core.log_summaries import RepeatedRefusals, flush_all
+from core.log_redaction import install_on_web_server_loggers
+from core.log_summaries import RepeatedRefusals, flush_all
 
 # Proxy headers (X-Forwarded-For/-Proto) are trusted only from the addresses a deployment names: trusted by
 # default, a client could pose as any address to the login throttle.
@@ -49,7 +50,7 @@ class ImpoUvicornWorker(UvicornWorker):
         super().init_signals()
         # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again against the handler found
         # before it started: this one, which writes the summaries of the 401s, 429s and refused sockets counted
-        # since the last interval (impo/core/log_summaries.py) and lets the signal end the process as before.
+        # since the last interval (core/log_summaries.py) and lets the signal end the process as before.
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _summarise_then_end)
 
@@ -90,22 +91,47 @@ keepalive = int(os.environ.get("IMPO_WEB_KEEPALIVE_SECONDS", "5"))
 backlog = 4096
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def forwarded_addresses_warning(host: str, forwarded_allow_ips: str) -> str | None:
     """What to tell an operator who serves beyond loopback without naming a proxy: behind one, every client then has
     the proxy's address, and the login throttle and the connection cap treat them all as one."""
-    if forwarded_allow_ips:
+    if forwarded_allow_ips or _is_loopback(host):
         return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        if host == "localhost":
-            return None
     return (
         f"serving on {host} with IMPO_WEB_FORWARDED_ALLOW_IPS unset: behind a proxy every client has the proxy's "
         "address (login throttling and the per-address connection cap count them as one); set it to the proxy's "
         "address (docs/edge.md)"
     )
+
+
+def unsafe_start_refusal(host: str) -> str | None:
+    """Why the server must not start with these settings, read before it binds: settings that cannot load (no key of
+    the deployment's own with DEBUG off), or DEBUG served beyond loopback, where its pages would show settings,
+    source and every route to whoever reaches the address (docs/operations.md "Security")."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "impo.settings")
+    try:
+        debug = settings.DEBUG
+    except ImproperlyConfigured as exc:
+        return str(exc)
+    if debug and not _is_loopback(host):
+        return (
+            f"DJANGO_DEBUG is on and the server would listen on {host}: debug runs are served on loopback only "
+            "(IMPO_WEB_HOST=127.0.0.1); a deployment leaves DJANGO_DEBUG unset"
+        )
+    return None
+
+
+def on_starting(server):
+    refusal = unsafe_start_refusal(_host)
+    if refusal:
+        # gunicorn prints a RuntimeError from its master as one line and exits 1, before binding or forking.
+        raise RuntimeError(f"refusing to start: {refusal}")
 
 
 def when_ready(server):

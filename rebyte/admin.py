@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
-from impo.core.admin_desk import DeskAction, DeskActionsMixin
-from rebyte import deletions
+from core.admin_desk import DeskAction, DeskActionsMixin
+from rebyte import deletion_intents
 from rebyte.models import (
     OPEN_INTENT_STATES,
     CreationIntent,
@@ -14,12 +14,12 @@ from rebyte.models import (
 )
 
 
-def _services():
-    """`rebyte.services`, imported when staff act on an intent: it brings the `openai` SDK, which every web process
+def _reconciler():
+    """`rebyte.reconciler`, imported when staff act on an intent: it brings the `openai` SDK, which every web process
     would otherwise import at its start (most of a second of CPU, and its memory) for actions it rarely takes."""
-    from rebyte import services
+    from rebyte import reconciler
 
-    return services
+    return reconciler
 
 
 def _gateway():
@@ -48,13 +48,13 @@ def _is_open(intent) -> bool:
 
 
 def _recheck(request, intent) -> str:
-    settled = _services().reconcile_intent(intent.id, _gateway())
+    settled = _reconciler().reconcile_intent(intent.id, _gateway())
     return f"Re-checked with the provider: now {settled.state}."
 
 
 def _fail(request, intent) -> str | None:
     note = intent.resolution_note or "failed in admin"
-    failed = _services().staff_fail_intent(intent.id, actor=request.user, note=note)
+    failed = _reconciler().staff_fail_intent(intent.id, actor=request.user, note=note)
     return "Marked failed: the runs waiting for it fail." if failed else None
 
 
@@ -62,8 +62,8 @@ def _fail(request, intent) -> str | None:
 class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
     """Remote creations whose outcome is unknown; every decision is written to the admin log."""
 
-    list_display = ["id", "kind", "owner", "conversation", "state", "attempts", "remote_id", "updated_at"]
-    list_filter = [PendingFirst, "state", "kind"]
+    list_display = ["id", "kind", "owner", "conversation", "state", "needs_staff", "attempts", "remote_id"]
+    list_filter = [PendingFirst, "needs_staff", "state", "kind"]
     search_fields = ["id", "remote_id", "owner__username"]
     readonly_fields = [
         "id",
@@ -71,7 +71,9 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
         "kind",
         "conversation",
         "state",
+        "needs_staff",
         "attempts",
+        "looked_empty_at",
         "last_error",
         "resolved_by",
         "created_at",
@@ -96,7 +98,7 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
     def recheck_now(self, request, queryset):
         gateway = _gateway()
         for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-            settled = _services().reconcile_intent(intent.id, gateway)
+            settled = _reconciler().reconcile_intent(intent.id, gateway)
             self.log_change(request, intent, f"re-checked: now {settled.state}")
             self.message_user(request, f"{intent}: {settled.state}")
 
@@ -106,7 +108,7 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
             if not intent.remote_id:
                 self.message_user(request, f"{intent}: enter the remote id first", level=messages.WARNING)
                 continue
-            _services().staff_adopt_intent(
+            _reconciler().staff_adopt_intent(
                 intent.id,
                 remote_id=intent.remote_id,
                 actor=request.user,
@@ -117,7 +119,7 @@ class CreationIntentAdmin(DeskActionsMixin, admin.ModelAdmin):
     @admin.action(description="Mark failed (the runs waiting for it fail)")
     def mark_failed(self, request, queryset):
         for intent in queryset.filter(state__in=OPEN_INTENT_STATES):
-            if _services().staff_fail_intent(
+            if _reconciler().staff_fail_intent(
                 intent.id, actor=request.user, note=intent.resolution_note or "failed in admin"
             ):
                 self.log_change(request, intent, "marked failed")
@@ -152,18 +154,19 @@ class DeletionIntentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Attempt again now (skip the backoff)")
     def attempt_now(self, request, queryset):
-        count = deletions.attempt_now(list(queryset.values_list("id", flat=True)))
+        count = deletion_intents.attempt_now(list(queryset.values_list("id", flat=True)))
         self.message_user(request, f"{count} pending deletions are due now; the sweeper attempts them next.")
 
 
 @admin.register(SavedAgent)
 class SavedAgentAdmin(admin.ModelAdmin):
-    """Each owner's agents; one the provider lost (404) stays, marked gone, beside the one that replaced it."""
+    """Each owner's agents; one the provider lost (404), or one new instructions retired, stays, marked gone with the
+    reason, beside the one that replaced it."""
 
-    list_display = ["owner", "remote_id", "created_at", "gone_at"]
-    list_filter = [("gone_at", admin.EmptyFieldListFilter)]
+    list_display = ["owner", "remote_id", "created_at", "gone_at", "gone_reason"]
+    list_filter = [("gone_at", admin.EmptyFieldListFilter), "gone_reason"]
     search_fields = ["owner__username", "remote_id"]
-    readonly_fields = ["owner", "remote_id", "intent", "created_at", "gone_at"]
+    readonly_fields = ["owner", "remote_id", "intent", "created_at", "gone_at", "gone_reason"]
 
 
 @admin.register(RemoteSession)

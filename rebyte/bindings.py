@@ -7,22 +7,40 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from impo.core.database import prepared_cursor
+from core.database import prepared_cursor
 from rebyte.models import CreationIntent, RemoteSession, RemoteTurn
 from runtime.models import Run
 
 
 def remote_turn_of(run: Run) -> RemoteTurn:
-    """The run's binding, with its session; inside the claim, whose lock on the run makes the create race-free."""
-    remote_turn = RemoteTurn.objects.select_related("session__intent", "session__conversation").filter(run=run).first()
-    return remote_turn or RemoteTurn.objects.create(run=run)
+    """The run's binding, with its session, as `runtime.selectors.run_to_execute` read it; a run without one yet
+    gets one unsaved, inserted by its first write (`_save`), always a fenced one: the lock on the run that write
+    takes keeps a successor's claim, which would read or insert the binding, waiting until it commits."""
+    try:
+        return run.remote_turn
+    except RemoteTurn.DoesNotExist:
+        return RemoteTurn(run=run)
+
+
+def _save(remote_turn: RemoteTurn, fields: list[str]) -> None:
+    if remote_turn._state.adding:
+        remote_turn.save(force_insert=True)
+    else:
+        remote_turn.save(update_fields=[*fields, "updated_at"])
 
 
 def unbind_lost_session(run_id) -> None:
-    """The run starts over in a new session: its binding to the lost one (and to a turn there) goes. What was
-    projected stays counted by item id; the new session's items have ids of their own."""
+    """The run starts over in a new session: its binding to the lost one (and to a turn there) goes, and so does
+    the count of what was projected from it, whose text the reply no longer holds (`lifecycle.start_input_over`):
+    the new session's first words are the reply's first, with no part break before them."""
     RemoteTurn.objects.filter(run_id=run_id).update(
-        session=None, baseline_turn_ids=[], turn_id="", pending_intent=None, updated_at=timezone.now()
+        session=None,
+        baseline_turn_ids=[],
+        turn_id="",
+        pending_intent=None,
+        projected={},
+        completed_items=[],
+        updated_at=timezone.now(),
     )
 
 
@@ -39,7 +57,7 @@ def bind_session(
     remote_turn.session = session
     remote_turn.baseline_turn_ids = baseline_turn_ids
     remote_turn.pending_intent = None
-    remote_turn.save(update_fields=["session", "baseline_turn_ids", "pending_intent", "updated_at"])
+    _save(remote_turn, ["session", "baseline_turn_ids", "pending_intent"])
     user_sequence, reply_sequence = message_sequences
     RemoteSession.objects.filter(id=session.id).update(
         first_message_sequence=Coalesce(F("first_message_sequence"), Value(user_sequence)),
@@ -88,9 +106,9 @@ def note_projected_together(notes: list[tuple[RemoteTurn, str, dict[str, tuple[i
 
 def note_cancel_sent(remote_turn: RemoteTurn) -> None:
     remote_turn.cancel_sent_at = timezone.now()
-    remote_turn.save(update_fields=["cancel_sent_at", "updated_at"])
+    _save(remote_turn, ["cancel_sent_at"])
 
 
 def wait_for_intent(remote_turn: RemoteTurn, intent: CreationIntent) -> None:
     remote_turn.pending_intent = intent
-    remote_turn.save(update_fields=["pending_intent", "updated_at"])
+    _save(remote_turn, ["pending_intent"])

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 
 import httpx2
 import openai
-from openai.types.beta import Agent, AgentSession, AgentSessionEvent, AgentSessionItem
+from openai import Stream
+from openai.types.beta import Agent, AgentSession, AgentSessionItem
 from openai.types.beta.agents.sessions import Turn
 
 from rebyte.failures import ProviderError, Refused, Unavailable, UnknownOutcome, failure_kind
+from rebyte.live_event import LiveEvent, from_raw
 
 __all__ = [
     "Agent",
     "AgentSession",
-    "AgentSessionEvent",
     "AgentSessionItem",
+    "LiveEvent",
     "LiveEvents",
     "OpenedSession",
     "RebyteGateway",
@@ -70,9 +72,21 @@ def _all_pages(first_page, operation: str) -> list:
     raise Unavailable(f"more than {MAX_PAGES} pages", operation=operation)
 
 
-def user_input(parts: list[str]) -> list[dict]:
-    """One user message with each part as its own input_text (context first, the user's own words last)."""
-    return [{"role": "user", "content": [{"type": "input_text", "text": text} for text in parts]}]
+# A part of a user message: a text (sent as its own `input_text`), or a content part as the SDK types it
+# (`InputContentParam`: an `input_text` or an `input_image`).
+InputPart = str | dict
+
+
+def user_input(parts: list[InputPart]) -> list[dict]:
+    """One user message with each part its own content part, in order (context first, then the user's words and
+    files)."""
+    content = [part if isinstance(part, dict) else {"type": "input_text", "text": part} for part in parts]
+    return [{"role": "user", "content": content}]
+
+
+# The live streams as the SDK reads them (its request, SSE and JSON decoding, errors), each event its decoded JSON:
+# the driver builds only the few fields it reads (`rebyte.live_event`), not the SDK's model of every event.
+_RawEvents = Stream[object]
 
 
 def _untraced(name: str, attributes: dict) -> AbstractContextManager:
@@ -179,6 +193,12 @@ class RebyteGateway:
         with self._call("delete_agent", creates=True):
             self._once.beta.agents.delete(agent_id)
 
+    def probe(self) -> None:
+        """Whether the provider answers, at the cost of one page of one agent, asked once: raises Unavailable
+        when it does not."""
+        with self._call("probe"):
+            self._once.beta.agents.list(limit=1)
+
     def list_agents(self) -> list[Agent]:
         with self._call("list_agents"):
             return _all_pages(self._client.beta.agents.list(order="desc", limit=PAGE_SIZE), "list_agents")
@@ -196,28 +216,30 @@ class RebyteGateway:
         closes the events (`with opened.events`). A stream that breaks or ends before the session is known is an
         unknown outcome like any lost create answer."""
         with self._call("create_session", creates=True):
-            stream = self._once.beta.agents.sessions.create(
+            stream = self._once.beta.agents.sessions.with_raw_response.create(
                 **self._session_request(**request),
                 stream=True,
                 stream_options={"include_obfuscation": self._obfuscation},
                 timeout=self._stream_timeout,
-            )
+            ).parse(to=_RawEvents)
             try:
                 first = next(stream, None)
-                if first is None or first.type != "agent.session.created":
-                    what = "ended" if first is None else f"began with {first.type}"
+                kind = first.get("type") if isinstance(first, dict) else None
+                if kind != "agent.session.created" or not isinstance(first.get("session"), dict):
+                    what = "ended" if first is None else f"began with {kind}"
                     raise UnknownOutcome(f"the create's stream {what} before the session", operation="create_session")
             except BaseException:
                 stream.close()
                 raise
-        return OpenedSession(first.session, LiveEvents(stream, self._reported))
+        # The one model of the stream, built as the SDK builds its answers.
+        return OpenedSession(AgentSession.construct(**first["session"]), LiveEvents(stream, self._reported))
 
     def _session_request(
         self,
         *,
         agent_id: str,
         tools: list[dict],
-        input_parts: list[str],
+        input_parts: list[InputPart],
         metadata: dict[str, str],
         instructions: str | None = None,
     ) -> dict:
@@ -267,7 +289,7 @@ class RebyteGateway:
 
     # --- input events (202, empty body; the Idempotency-Key makes a resend harmless) ---------------------
 
-    def send_message(self, session_id: str, input_parts: list[str], *, idempotency_key: str) -> None:
+    def send_message(self, session_id: str, input_parts: list[InputPart], *, idempotency_key: str) -> None:
         event = {"type": "agent.session.input.message", "input": user_input(input_parts)}
         self._send(session_id, event, idempotency_key, "input_message")
 
@@ -291,9 +313,9 @@ class RebyteGateway:
     def live_events(self, session_id: str) -> Iterator[LiveEvents]:
         """The session's live events (no replay); leaving the block closes the stream, never the turn."""
         with self._call("session_events"):
-            stream = self._client.beta.agents.sessions.events.stream(
+            stream = self._client.beta.agents.sessions.events.with_raw_response.stream(
                 session_id, include_obfuscation=self._obfuscation, timeout=self._stream_timeout
-            )
+            ).parse(to=_RawEvents)
         with LiveEvents(stream, self._reported) as events:
             yield events
 
@@ -322,11 +344,12 @@ class LiveEvents:
         self._interrupted = False
         self._finished = False
 
-    def __iter__(self) -> Iterator[AgentSessionEvent]:
+    def __iter__(self) -> Iterator[LiveEvent]:
         # Reading the stream is not a call of its own (no span), but a broken stream is a failure like any.
         with self._reported(), _translated("session_events"):
             try:
-                yield from self._stream
+                for data in self._stream:
+                    yield from_raw(data)
             except openai.APIConnectionError:
                 if not self._interrupted:
                     raise

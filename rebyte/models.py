@@ -3,8 +3,10 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 
-from impo.core.models import choice_constraint
+from core.models import choice_constraint
 
 
 class IntentKind(models.TextChoices):
@@ -20,6 +22,9 @@ class IntentState(models.TextChoices):
 
 
 OPEN_INTENT_STATES = (IntentState.INTENDED, IntentState.PENDING_RECONCILIATION)
+
+# What the account page takes and the database holds (docs/api.md "Custom instructions").
+OWNER_INSTRUCTIONS_MAX_CHARS = 1500
 
 
 class CreationIntent(models.Model):
@@ -43,6 +48,11 @@ class CreationIntent(models.Model):
     state = models.CharField(max_length=32, choices=IntentState.choices, default=IntentState.INTENDED)
     remote_id = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # When a complete listing found nothing since the latest create: a second one may prove the resource absent only
+    # a grace period later, and the reconciler looks again then instead of anyone sleeping through it.
+    looked_empty_at = models.DateTimeField(null=True, blank=True)
+    # Pending, and looking again cannot settle it (several matches, every create's answer lost): a person decides.
+    needs_staff = models.BooleanField(default=False)
     last_error = models.TextField(blank=True)
     resolved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -83,27 +93,70 @@ class CreationIntent(models.Model):
         return metadata
 
 
+class OwnerInstructions(models.Model):
+    """The owner's standing instructions to their agent, written on the account page (docs/design.md §3): carried to
+    the provider as their agent's instructions, from the next turn after each change. No row: none given."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="agent_instructions"
+    )
+    text = models.TextField(blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("text"), OWNER_INSTRUCTIONS_MAX_CHARS),
+                name="rebyte_owner_instructions_bounded",
+            )
+        ]
+
+    def __str__(self):
+        return f"instructions of user {self.owner_id}"
+
+
+class AgentGoneReason(models.TextChoices):
+    # The provider answered 404 for it: nothing can be sent there, nor deleted.
+    LOST = "lost"
+    # Its owner changed their instructions, which an agent keeps for life: a new agent replaced it, and it is deleted
+    # at the provider once no turn uses a session of it.
+    INSTRUCTIONS = "instructions"
+
+
 class SavedAgent(models.Model):
     """The owner's remote Rebyte agent (Main Chat and Tasks share it; each has its own sessions).
 
-    One is current per owner. One the provider lost (404) is kept, marked gone, with the sessions it served.
+    One is current per owner. One the provider lost (404), or one its owner's new instructions replaced, is kept,
+    marked gone with the reason, with the sessions it served.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_agents")
     remote_id = models.CharField(max_length=200, unique=True)
     intent = models.OneToOneField(CreationIntent, on_delete=models.PROTECT, related_name="+")
     gone_at = models.DateTimeField(null=True, blank=True)
+    gone_reason = models.CharField(max_length=16, choices=AgentGoneReason.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["owner"], condition=Q(gone_at__isnull=True), name="rebyte_one_current_agent"
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(gone_at__isnull=True, gone_reason="")
+                | Q(gone_at__isnull=False, gone_reason__in=AgentGoneReason.values),
+                name="rebyte_gone_agent_has_reason",
+            ),
         ]
 
     def __str__(self):
         return self.remote_id
+
+    @property
+    def owner_instructions(self) -> str:
+        """The owner's instructions it was created with (its intent's request; an agent from before they existed has
+        none)."""
+        return self.intent.request.get("ownerInstructions", "")
 
 
 class SessionState(models.TextChoices):

@@ -3,8 +3,8 @@ import threading
 
 from django.conf import settings
 
-from impo.core import telemetry
-from impo.core.database import release_connection
+from core import telemetry
+from core.database import release_connection
 from rebyte import provider_errors
 from rebyte.client import RebyteGateway
 

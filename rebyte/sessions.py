@@ -8,44 +8,65 @@ import logging
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Case, F, When
 
 from rebyte.client import RebyteGateway
 from rebyte.failures import Refused
-from rebyte.models import RemoteSession, SessionState
+from rebyte.models import AgentGoneReason, RemoteSession, SessionState
 from rebyte.services import session_instructions
 from runtime.models import Conversation, ConversationKind
 
 logger = logging.getLogger(__name__)
 
 BYTES_PER_TOKEN = 3
+# Why a session rotates when its agent was made with instructions other than its owner's now.
+INSTRUCTIONS_CHANGED = "instructions"
+
+
+def is_stale(session: RemoteSession, instructions: str) -> bool:
+    """Whether the session's agent was made with instructions other than `instructions` (or retired for that): a turn
+    that starts now must not go there (its instructions are fixed for the session's life)."""
+    agent = session.saved_agent
+    return agent.gone_reason == AgentGoneReason.INSTRUCTIONS or agent.owner_instructions != instructions
 
 
 def usable_session(
-    conversation: Conversation, *, fingerprint: str, now: datetime, regenerating: bool = False
-) -> RemoteSession | None:
+    conversation: Conversation, *, fingerprint: str, instructions: str, now: datetime, replacing: str = ""
+) -> tuple[RemoteSession | None, bool]:
     """The conversation's current session if the next turn may go to it; a spent one is retired here, and so is one
-    holding a reply that the next turn regenerates (`regenerating`): that turn needs a session without it."""
-    current = (
-        RemoteSession.objects.select_related("intent", "conversation")
-        .filter(conversation=conversation, state=SessionState.CURRENT)
+    holding a turn that the next one replaces (`replacing` says why: "regenerated", "edited"): that turn needs a
+    session without it. `instructions` are the owner's now: a session of an agent made with others is spent. With
+    it, whether the conversation ever had a session (a new one then carries its last turns): both in one query, the
+    current session first."""
+    latest = (
+        RemoteSession.objects.select_related("intent", "conversation", "saved_agent__intent")
+        .filter(conversation=conversation)
+        .order_by(Case(When(state=SessionState.CURRENT, then=0), default=1))
         .first()
     )
-    if current is None:
-        return None
-    reason = "regenerated" if regenerating else rotation_reason(current, fingerprint=fingerprint, now=now)
+    if latest is None:
+        return None, False
+    if latest.state != SessionState.CURRENT:
+        return None, True
+    reason = replacing or rotation_reason(latest, fingerprint=fingerprint, instructions=instructions, now=now)
     if not reason:
-        return current
+        return latest, True
+    retire_session(latest, reason=reason, now=now)
+    return None, True
+
+
+def retire_session(session: RemoteSession, *, reason: str, now: datetime) -> None:
     # Conditional, so two callers that both see a spent session retire it once.
-    RemoteSession.objects.filter(id=current.id, state=SessionState.CURRENT).update(
+    RemoteSession.objects.filter(id=session.id, state=SessionState.CURRENT).update(
         state=SessionState.HISTORICAL, rotation_reason=reason, rotated_at=now
     )
-    return None
 
 
-def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) -> str:
+def rotation_reason(session: RemoteSession, *, fingerprint: str, instructions: str, now: datetime) -> str:
     if session.tools_fingerprint != fingerprint:
         return "tools"
+    if is_stale(session, instructions):
+        return INSTRUCTIONS_CHANGED
     if session.conversation.kind != ConversationKind.MAIN_CHAT:
         return ""  # a task keeps its one session
     if (now - session.last_activity_at).total_seconds() >= settings.IMPO_SESSION_MAX_IDLE_SECONDS:
@@ -55,10 +76,6 @@ def rotation_reason(session: RemoteSession, *, fingerprint: str, now: datetime) 
     if session.context_estimate is None or session.context_estimate >= settings.IMPO_SESSION_MAX_CONTEXT_TOKENS:
         return "context"
     return ""
-
-
-def session_has_history(conversation: Conversation) -> bool:
-    return RemoteSession.objects.filter(conversation=conversation).exists()
 
 
 def session_is_gone(session: RemoteSession, gateway: RebyteGateway) -> bool:

@@ -3,7 +3,7 @@ from collections import Counter
 
 from django.contrib import admin, messages
 
-from impo.core.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
+from core.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin
 from runtime import tool_admin  # noqa: F401  (the tools app's models: their staff actions are runtime's writes)
 from runtime.execution import retries
 from runtime.models import (

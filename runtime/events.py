@@ -9,13 +9,25 @@ from contextlib import contextmanager
 
 from psycopg.types.json import Jsonb
 
-from impo.core import telemetry
-from impo.core.database import prepared_cursor
+from core import telemetry
+from core.database import prepared_cursor
 from runtime import outbound
-from runtime.models import Event, Run
+from runtime.models import Event, EventType, Run
 from runtime.wire import event_to_wire
 
 _batch = threading.local()
+
+# The types the webhooks app makes deliveries of (the list in its trigger, webhooks/migrations/0001_webhooks.py): a
+# write with one of them rings the webhooks loop.
+WEBHOOK_SOURCE_TYPES = frozenset(
+    {
+        EventType.RUN_COMPLETED,
+        EventType.RUN_FAILED,
+        EventType.RUN_CANCELLED,
+        EventType.RUN_PENDING_RECONCILIATION,
+        EventType.TOOL_APPROVAL_REQUESTED,
+    }
+)
 
 
 @contextmanager
@@ -48,6 +60,12 @@ def append_events(conversation_id, submission_id, items: list[tuple[str, dict]])
         pending.append((conversation_id, submission_id, items))
         return
     _write([(conversation_id, submission_id, items)])
+
+
+def unwritten(submission_id) -> list[tuple[str, dict]]:
+    """The events of a submission appended in the current `batched()` block and not written yet, in order."""
+    pending = getattr(_batch, "pending", None) or []
+    return [item for _, submission, items in pending if str(submission) == str(submission_id) for item in items]
 
 
 def sequence_allocation(condition: str, *, events: str, messages: str | None = None, source: str = "") -> str:
@@ -140,6 +158,8 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
         ]
         wire_events_of[conversation_id] = [event_to_wire(event) for event in events]
     outbound.publish_events_together(wire_events_of)
+    if any(event_type in WEBHOOK_SOURCE_TYPES for _, _, (event_type, _) in entries):
+        outbound.ring_after_commit(outbound.WEBHOOKS_DOORBELL)
 
 
 def _trace_id(submission_id) -> str:

@@ -8,15 +8,17 @@ PostgreSQL and keeps bounding the provider turns a user can start.
 import hashlib
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from impo.core import limits
-from impo.core.errors import RateLimited
-from impo.core.outages import Condition
+from core import limits
+from core.errors import RateLimited
+from core.outages import Condition
 from runtime.models import Submission
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,34 @@ class AdmissionHit:
             limits.release(ADMISSION_LIMIT, self.owner_id, self.member)
 
 
-def check_admission(owner, client_message_id: str) -> AdmissionHit | None:
+@dataclass
+class Admission:
+    """A command's admission under its owner's limits: the active-run cap its statement checks, the count its rate
+    took, and, once the admission finds it, the submission the command replays."""
+
+    active_run_cap: int | None
+    hit: AdmissionHit | None
+    replay_of: uuid.UUID | None = None
+
+    def replayed(self, submission_id: uuid.UUID) -> None:
+        self.replay_of = submission_id
+
+
+@contextmanager
+def admission(owner, client_message_id: str) -> Iterator[Admission]:
+    """The limits around one admitting service call, which takes the `Admission` yielded:
+
+        with limits.admission(user, command.client_message_id) as admission:
+            receipt = commands.submit_main_chat_message(owner=user, command=command, admission=admission)
+
+    The rate is counted (RateLimited past it) before the call; a replay's count is settled once it has answered."""
+    admitting = Admission(active_run_cap(), _check_admission(owner, client_message_id))
+    yield admitting
+    if admitting.replay_of is not None and admitting.hit is not None:
+        admitting.hit.refund_replay_of(admitting.replay_of)
+
+
+def _check_admission(owner, client_message_id: str) -> AdmissionHit | None:
     """Counts one admission against `owner`'s rate; raises RateLimited past it.
 
     A replayed command starts nothing, so it is never counted nor refused here. Each command is counted under

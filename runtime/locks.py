@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from impo.core.database import prepared_cursor
+from core.database import prepared_cursor
 from runtime.models import UNFINISHED_RUN_STATES, Run, Submission
 
 RELATED_FOR_WRITES = ("submission",)
@@ -109,6 +109,21 @@ def lock_conversation(conversation_id) -> str:
         )
         (policy,) = cursor.fetchone()
     return policy
+
+
+def lock_conversation_to_read(conversation_id) -> tuple[int, int]:
+    """Share-locks the conversation row and returns its `last_event_seq` and `events_compacted_through`.
+
+    FOR SHARE waits for a writer that holds the row (every event append does) and keeps any from taking it until
+    commit, so what is read after it in the same transaction is one writer's state, never half of it; readers do not
+    wait for each other.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT last_event_seq, events_compacted_through FROM runtime_conversation WHERE id = %s FOR SHARE",
+            [conversation_id],
+        )
+        return cursor.fetchone()
 
 
 def lock_owner(owner) -> None:

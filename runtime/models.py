@@ -7,12 +7,21 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.models import choice_constraint
+from core import telemetry
+from core.models import choice_constraint
+from runtime.feedback_models import Feedback, feedback_constraint
+from runtime.notification_models import Notification, NotificationKind
 from runtime.staff_models import StaffRunAction, StaffRunActionKind, StaffRunActionOutcome
 
-# Re-exported: the staff audit is a runtime model like the others.
-__all__ = ["StaffRunAction", "StaffRunActionKind", "StaffRunActionOutcome"]
+# Re-exported: the staff audit and the notifications outbox are runtime models like the others.
+__all__ = [
+    "Feedback",
+    "Notification",
+    "NotificationKind",
+    "StaffRunAction",
+    "StaffRunActionKind",
+    "StaffRunActionOutcome",
+]
 
 
 class ConversationKind(models.TextChoices):
@@ -61,7 +70,7 @@ class Conversation(models.Model):
         # Conversation search (runtime.search) matches these very expressions.
         indexes = [
             GinIndex(SearchVector("title", config="simple"), name="runtime_conversation_title_fts"),
-            # The deletion pass's queue (`execution.deletion`): conversations deleted and not yet purged.
+            # The deletion pass's queue (`runtime.execution.remote_deletes`): conversations deleted and not yet purged.
             models.Index(
                 fields=["deleted_at"],
                 condition=Q(deleted_at__isnull=False, purged_at__isnull=True),
@@ -110,6 +119,15 @@ class Message(models.Model):
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     text = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=MessageStatus.choices)
+    # A user message edited after it was sent (docs/api.md "Edit") keeps every version as a message of its own;
+    # each later version points at the first one, which stays null here.
+    first_version = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="later_versions"
+    )
+    feedback = models.CharField(max_length=4, choices=Feedback.choices, blank=True)  # the owner's rating; "": none
+    # A reply's reasoning summary (Markdown) and how long the agent thought before replying, kept when its run ends.
+    reasoning = models.TextField(blank=True)
+    reasoning_seconds = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -120,6 +138,7 @@ class Message(models.Model):
             models.CheckConstraint(condition=Q(sequence__gte=1), name="runtime_message_sequence_positive"),
             choice_constraint("role", MessageRole, "runtime_message_role"),
             choice_constraint("status", MessageStatus, "runtime_message_status"),
+            feedback_constraint(),
         ]
         indexes = [GinIndex(SearchVector("text", config="simple"), name="runtime_message_text_fts")]
 
@@ -314,6 +333,7 @@ class EventType(models.TextChoices):
     RUN_FAILED = "run.failed"
     RUN_CANCELLED = "run.cancelled"
     RUN_PENDING_RECONCILIATION = "run.pending_reconciliation"
+    RUN_RECONNECTING = "run.reconnecting"  # the provider stopped answering the run (or answers again): for its words
     # The provider had lost the run's session (or agent): the run went on in a new one, with the carry.
     RUN_SESSION_REPLACED = "run.session_replaced"
     RUN_PROGRESS = "run.progress"  # what the agent is doing (its reasoning): transient, never the reply's text
@@ -322,10 +342,14 @@ class EventType(models.TextChoices):
 class Event(models.Model):
     """The projection log: what a client sees, in `seq` order per conversation, with no gaps."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    # No index of their own: each foreign key leads a composite one ((conversation, seq) unique, (submission, seq)),
+    # which serves every lookup by it, the cascades' included (docs/data-lifecycle.md).
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=40, choices=EventType.choices)
-    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, null=True, blank=True, related_name="events", db_index=False
+    )
     payload = models.JSONField(default=dict)
     # The trace of the run the event belongs to ('' when tracing was off), to find its spans from the log.
     trace_id = models.CharField(max_length=32, blank=True, default="")
@@ -344,51 +368,14 @@ class Event(models.Model):
         return f"{self.type} #{self.seq}"
 
 
-class NotificationKind(models.TextChoices):
-    """What a run's owner is told about (docs/design.md §10)."""
-
-    COMPLETED = "completed", "reply finished"
-    FAILED = "failed", "reply failed"
-    CANCELLED = "cancelled", "reply cancelled by someone else"
-    APPROVAL = "approval", "approval waiting"
-    RECONCILIATION = "reconciliation", "reply held for checking"
-
-
-class Notification(models.Model):
-    """The outbox of what a run's owner must hear about, written in the transaction that put the run in that state
-    (`services.lifecycle`): a committed state always has its notification, a rolled-back one never does. At most one
-    per run and kind; the push sender (the webhooks app) marks each `dispatched_at` once it made the deliveries."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notifications")
-    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
-    created_at = models.DateTimeField(default=timezone.now)
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "kind"], name="runtime_one_notification_per_run_kind"),
-            choice_constraint("kind", NotificationKind, "runtime_notification_kind"),
-        ]
-        indexes = [
-            models.Index(
-                fields=["created_at"], condition=Q(dispatched_at__isnull=True), name="runtime_notification_due"
-            )
-        ]
-
-    def __str__(self):
-        return f"{self.kind} notification of run {self.run_id}"
-
-
 class AccountDeletion(models.Model):
     """An owner's deletion of their account, acknowledged: the queue row of its remote part (every conversation's
     deletion, then the agents'), until the account's last step deletes the user and this row with it."""
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
     requested_at = models.DateTimeField(default=timezone.now)
-    # Nothing of the account is left at the provider: the last step (the roof's) may delete the user.
+    # Nothing of the account is left at the provider: the last step (`accounts.deletion_driver`) may delete the user.
     remote_done_at = models.DateTimeField(null=True, blank=True)
-    last_woken_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self):
         return f"deletion of account {self.owner_id}"

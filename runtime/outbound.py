@@ -9,13 +9,15 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 
 from celery import current_app
 from django.db import connection, transaction
 
-from impo.core.outages import Condition
+from core import doorbells
+from core.outages import Condition
 from runtime.models import Run
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ MAX_BACKLOG = 10_000
 # Pushes to different conversations in flight at once. One at a time, a worker streaming hundreds of replies
 # queued its pushes for seconds: each waits on a few Redis round trips, and on the interpreter's lock after each.
 PUSHES_IN_FLIGHT = 32
+# How long a process that is exiting waits for the hints it handed over to leave (docs/design.md §1.5).
+EXIT_FLUSH_SECONDS = 2.0
 
 
 def send_after_commit(send: Callable[[], None]) -> None:
@@ -74,6 +78,17 @@ def send_task_after_commit(
 
 
 EXECUTE_RUN_TASK = "runtime.execute_run"
+
+# The loops a commit may ring for (core/doorbells.py): the push sender, for a new notification; the webhooks loop,
+# for a new event of a webhook type.
+PUSH_DOORBELL = "push"
+WEBHOOKS_DOORBELL = "webhooks"
+
+
+def ring_after_commit(doorbell: str) -> None:
+    """Rings the loop's doorbell after commit, so it takes what this transaction wrote now rather than at its next
+    poll (which still finds it if the ring is lost)."""
+    send_hint_after_commit(lambda: doorbells.ring(doorbell))
 
 
 def wake_run(run_id, *, delay_seconds: float = 0) -> None:
@@ -140,6 +155,10 @@ class HintSender:
     announces it. A push is started and waits only for the earlier pushes of its own `lanes` (the conversations'
     groups it sends to), up to PUSHES_IN_FLIGHT at once. The loop is created lazily and per pid, so a prefork
     child never inherits its parent's.
+
+    The thread is a daemon, so an exiting process does not wait for it unless asked: `flush` (run at exit) waits a
+    bounded time for the hints handed over so far, so a process that commits and then stops (a management command,
+    a web process at a deploy, a worker's warm shutdown) still wakes what it committed.
     """
 
     def __init__(self) -> None:
@@ -147,6 +166,9 @@ class HintSender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hints: asyncio.Queue | None = None
         self._pid: int | None = None
+        # Hints taken into the queue and not yet sent or failed; changed on the loop's thread, read by `flush`.
+        self._unsent = 0
+        self._all_sent = threading.Condition()
 
     def send(
         self, hint: Coroutine | Callable[[], None], *, lanes: tuple[str, ...] = (), delay_seconds: float = 0
@@ -157,17 +179,42 @@ class HintSender:
         else:
             loop.call_soon_threadsafe(self._enqueue, hints, hint, lanes)
 
-    @staticmethod
-    def _enqueue(hints: asyncio.Queue, hint: Coroutine | Callable[[], None], lanes: tuple[str, ...]) -> None:
+    def flush(self, timeout: float) -> bool:
+        """Waits, at most `timeout` seconds, until every hint handed over so far has been sent (or has failed);
+        returns whether they all went. A delayed hint not yet due is not waited for: the periodic pass that owns its
+        table sends it again."""
+        with self._lock:
+            loop = self._loop if self._pid == os.getpid() else None
+        if loop is None or not loop.is_running():
+            return True
+        deadline = time.monotonic() + timeout
+        handed_over = threading.Event()
+        # Behind every hint handed over before it (the loop runs its callbacks in order): once it ran, they are all
+        # counted in `_unsent`.
+        loop.call_soon_threadsafe(handed_over.set)
+        if not handed_over.wait(timeout):
+            return False
+        with self._all_sent:
+            return self._all_sent.wait_for(lambda: self._unsent == 0, max(0.0, deadline - time.monotonic()))
+
+    def _enqueue(self, hints: asyncio.Queue, hint: Coroutine | Callable[[], None], lanes: tuple[str, ...]) -> None:
         try:
             hints.put_nowait((hint, lanes))
         except asyncio.QueueFull:
             if asyncio.iscoroutine(hint):
                 hint.close()
             logger.warning("%d hints waiting to be sent; dropped one (the sweeper or readers recover it)", MAX_BACKLOG)
+            return
+        with self._all_sent:
+            self._unsent += 1
 
-    @staticmethod
-    async def _send_hints(hints: asyncio.Queue) -> None:
+    def _done(self) -> None:
+        with self._all_sent:
+            self._unsent -= 1
+            if self._unsent == 0:
+                self._all_sent.notify_all()
+
+    async def _send_hints(self, hints: asyncio.Queue) -> None:
         in_flight = asyncio.Semaphore(PUSHES_IN_FLIGHT)
         # Each lane's last push, which the next one of the lane waits for; it also keeps the task alive (the loop
         # holds only weak references to tasks), as each earlier one is kept by the push waiting for it.
@@ -178,11 +225,13 @@ class HintSender:
                 if last_of_lane.get(lane) is task:
                     del last_of_lane[lane]
             in_flight.release()
+            self._done()
 
         while True:
             hint, lanes = await hints.get()
             if not asyncio.iscoroutine(hint):
                 await HintSender._sent(asyncio.get_running_loop().run_in_executor(None, hint))
+                self._done()
                 continue
             await in_flight.acquire()
             earlier = {last_of_lane[lane] for lane in lanes if lane in last_of_lane}
@@ -220,3 +269,15 @@ class HintSender:
 
 
 _sender = HintSender()
+
+
+def flush_hints(timeout: float = EXIT_FLUSH_SECONDS) -> bool:
+    """Sends what this process handed over before it goes (bounded: a broker or Redis away costs at most `timeout`).
+    Run at every normal exit; a prefork worker's child, which leaves without atexit, calls it itself."""
+    return _sender.flush(timeout)
+
+
+# At exit, before the interpreter joins its threads' executors: once it has, the sender's executor refuses the
+# blocking hints (the wake-ups) still queued. `threading` runs these in reverse order of registration, and
+# concurrent.futures registered its own when this module imported it, so this one runs first.
+threading._register_atexit(flush_hints)

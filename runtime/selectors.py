@@ -6,9 +6,11 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
-from impo.core.errors import NotFound
-from runtime import search, subscribers
-from runtime.attempts import attempt_ids_by_user_message, later_attempt
+from attachments.selectors import file_ids_in_order
+from core.errors import NotFound
+from runtime import locks, search, subscribers
+from runtime.attempts import earlier_attempt, superseded
+from runtime.history import messages_to_wire
 from runtime.models import (
     ACTIVE_RUN_STATES,
     Conversation,
@@ -16,14 +18,12 @@ from runtime.models import (
     Event,
     EventType,
     Message,
-    MessageRole,
     Run,
     RunState,
     Submission,
     Task,
 )
-from runtime.wire import event_to_wire
-from tools.selectors import tool_states_by_assistant_message
+from runtime.wire import events_to_wire
 
 RESULT_EVENT_TYPES = (EventType.MESSAGE_COMPLETED, EventType.TOOL_COMPLETED)
 
@@ -59,6 +59,7 @@ def submission_to_wire(submission: Submission) -> dict:
         "submissionId": str(submission.id),
         "messageId": str(submission.assistant_message_id),
         "userMessageId": str(submission.user_message_id),
+        "replyMessageId": str(submission.assistant_message_id),
         "conversationId": str(submission.conversation_id),
         "taskId": str(task.id) if task else None,
         "status": run.state,
@@ -87,12 +88,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
     while reading keeps any writer from committing halfway through this read.
     """
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT last_event_seq, events_compacted_through FROM runtime_conversation WHERE id = %s FOR SHARE",
-                [conversation.id],
-            )
-            last_event_seq, events_compacted_through = cursor.fetchone()
+        last_event_seq, events_compacted_through = locks.lock_conversation_to_read(conversation.id)
         messages = list(
             Message.objects.filter(conversation=conversation, sequence__gt=after_sequence).order_by("sequence")[
                 : limit + 1
@@ -101,6 +97,7 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         active_runs = list(
             Run.objects.filter(submission__conversation=conversation, state__in=ACTIVE_RUN_STATES)
             .select_related("submission")
+            .annotate(needs_staff=F("remote_turn__pending_intent__needs_staff"))
             .order_by("created_at")
         )
         has_more = len(messages) > limit
@@ -114,6 +111,8 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
                 "submissionId": str(run.submission_id),
                 "messageId": str(run.submission.assistant_message_id),
                 "status": run.state,
+                "reconnecting": run.provider_failures > 0,
+                "needsStaff": run.state == RunState.PENDING_RECONCILIATION and bool(run.needs_staff),
             }
             for run in active_runs
         ],
@@ -122,59 +121,6 @@ def conversation_page(conversation: Conversation, *, after_sequence: int, limit:
         "lastEventSeq": last_event_seq,
         "eventsCompactedThrough": events_compacted_through,
         "messagePolicy": conversation.message_policy,
-    }
-
-
-def messages_to_wire(messages: list[Message]) -> list[dict]:
-    """Messages as history shows them: each reply with its tool calls, why its run failed, if it did, and its place
-    among the attempts at its user message (docs/api.md "Regenerate")."""
-    assistant_ids = [m.id for m in messages if m.role == MessageRole.ASSISTANT]
-    tool_states = tool_states_by_assistant_message(assistant_ids)
-    runs = _runs_by_assistant_message(assistant_ids)
-    attempts = attempt_ids_by_user_message(user_message_id for _, _, user_message_id in runs.values())
-    return [
-        _message_to_wire(message, tool_states.get(message.id, []), runs.get(message.id, (None, None, None)), attempts)
-        for message in messages
-    ]
-
-
-def _runs_by_assistant_message(message_ids) -> dict[uuid.UUID, tuple[str, dict | None, uuid.UUID]]:
-    """Each of these replies' submission id, why its run failed (or is parked) as the terminal event said it, and the
-    user message it answers."""
-    runs = Run.objects.filter(submission__assistant_message_id__in=message_ids).values_list(
-        "submission__assistant_message_id",
-        "submission_id",
-        "error_code",
-        "error_message",
-        "error_retryable",
-        "submission__user_message_id",
-    )
-    return {
-        assistant_message_id: (
-            str(submission_id),
-            {"code": code, "message": message, "retryable": retryable} if code else None,
-            user_message_id,
-        )
-        for assistant_message_id, submission_id, code, message, retryable, user_message_id in runs
-    }
-
-
-def _message_to_wire(message: Message, tools: list[dict], run: tuple, attempts: dict) -> dict:
-    submission_id, error, reply_to = run
-    attempt_ids = attempts.get(reply_to, [])
-    return {
-        "id": str(message.id),
-        "role": message.role,
-        "sequence": message.sequence,
-        "text": message.text,
-        "status": message.status,
-        "createdAt": message.created_at.isoformat(),
-        "submissionId": submission_id,
-        "tools": tools,
-        "error": error,
-        "replyTo": str(reply_to) if reply_to else None,
-        "attempt": attempt_ids.index(message.id) + 1 if attempt_ids else None,
-        "attemptIds": [str(attempt_id) for attempt_id in attempt_ids],
     }
 
 
@@ -281,6 +227,7 @@ def _conversation_to_wire(conversation: Conversation) -> dict:
         "title": conversation.title or (MAIN_CHAT_TITLE if is_main else ""),
         "taskId": str(conversation.task_id) if conversation.task_id else None,
         "status": _TASK_STATUS_BY_RUN_STATE[state] if state else None,
+        "runState": state,
         "createdAt": conversation.created_at.isoformat(),
         "lastActivityAt": conversation.last_activity_at.isoformat(),
     }
@@ -295,7 +242,7 @@ def owns_conversation(owner, conversation_id) -> bool:
 
 def events_after(conversation_id, after_seq: int, limit: int = EVENT_BATCH_SIZE) -> list[dict]:
     events = Event.objects.filter(conversation_id=conversation_id, seq__gt=after_seq).order_by("seq")[:limit]
-    return [event_to_wire(event) for event in events]
+    return events_to_wire(list(events))
 
 
 def latest_event_seqs(conversation_ids) -> dict[str, int]:
@@ -323,7 +270,7 @@ def active_submission_ids_by_conversation(conversation_ids) -> dict[str, set[str
 
 def submission_events_after(submission_id, after_seq: int) -> list[dict]:
     events = Event.objects.filter(submission_id=submission_id, seq__gt=after_seq).order_by("seq")
-    return [event_to_wire(event) for event in events]
+    return events_to_wire(list(events))
 
 
 def current_attempt_events(submission_id) -> list[dict]:
@@ -348,10 +295,23 @@ def run_state_of(submission_id) -> str:
 
 
 def run_to_execute(run_id) -> Run:
-    """A run with everything its driver reads: submission, conversation, owner, both messages."""
-    return Run.objects.select_related(
-        "submission__conversation__owner", "submission__user_message", "submission__assistant_message"
-    ).get(id=run_id)
+    """A run with everything its driver reads, in one query: submission, conversation, owner, both messages, its
+    binding to the provider (`remote_turn`, with its session; absent before its first fenced write made one),
+    whether it is a regeneration (`regeneration`) and the ids of the files its message carries (`file_ids`)."""
+    return (
+        Run.objects.select_related(
+            "submission__conversation__owner",
+            "submission__user_message",
+            "submission__assistant_message",
+            "remote_turn__session__intent",
+            "remote_turn__session__conversation",
+        )
+        .annotate(
+            regeneration=earlier_attempt("submission__"),
+            file_ids=file_ids_in_order(OuterRef("submission__user_message_id")),
+        )
+        .get(id=run_id)
+    )
 
 
 def cancel_requested(run_id) -> bool:
@@ -365,14 +325,14 @@ CARRY_TOTAL_CHARACTERS = 3000
 
 def carry_of(conversation_id, before_sequence: int) -> str:
     """The last completed turns before a message, for a new session to keep the thread (docs/design.md §3): of a
-    regenerated reply, its current (latest) attempt only."""
+    regenerated reply, its current (latest) attempt only; of an edited message, its current (latest) version only."""
     submissions = (
         Submission.objects.filter(
             conversation_id=conversation_id,
             user_message__sequence__lt=before_sequence,
             run__state=RunState.COMPLETED,
         )
-        .filter(~later_attempt())
+        .filter(~superseded())
         .select_related("user_message", "assistant_message")
         .order_by("-user_message__sequence")[:CARRY_TURNS]
     )

@@ -5,7 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from impo.core.models import choice_constraint
+from core.models import choice_constraint
 
 
 class StaffRunActionKind(models.TextChoices):

@@ -1,10 +1,10 @@
 from celery import shared_task
 from celery.signals import worker_ready
 
-from impo.core import telemetry
+from core import telemetry
 from rebyte.provider import provider_gateway
 from runtime import selectors
-from runtime.execution import deletion, driver
+from runtime.execution import driver, remote_deletes
 
 
 @shared_task(name="runtime.execute_run")
@@ -24,10 +24,4 @@ def build_provider_gateway(**kwargs):
 @shared_task(name="runtime.delete_conversation")
 def delete_conversation(conversation_id: str) -> None:
     # A wake-up only: the deletion's state is in the database, and the sweeper's deletion pass drives it too.
-    deletion.advance(conversation_id, provider_gateway())
-
-
-@shared_task(name="runtime.delete_account")
-def delete_account(owner_id: str) -> None:
-    # A wake-up only, as above: the account's deletion row is the queue of record.
-    deletion.advance_account(owner_id, provider_gateway())
+    remote_deletes.advance_conversation(conversation_id, provider_gateway())

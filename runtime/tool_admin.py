@@ -5,8 +5,8 @@ Registered by importing it from `runtime.admin`.
 
 from django.contrib import admin, messages
 
-from impo.core.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline
-from impo.core.errors import ApplicationError
+from core.admin_desk import STAFF_NOTE, DeskAction, DeskActionsMixin, ReadOnlyAdmin, ReadOnlyInline
+from core.errors import ApplicationError
 from runtime.services import devices
 from tools.models import Device, DeviceInvocation, Note, ToolApproval, ToolCall, ToolCallState, ToolReceipt
 

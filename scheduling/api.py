@@ -6,10 +6,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import WRITE_ERRORS, responses
-from impo.core.serializers import validated
-from impo.core.views import IcaAPIView
+from core.error_codes import ErrorCode
+from core.openapi import WRITE_ERRORS, responses
+from core.serializers import validated
+from core.views import IcaAPIView
 from scheduling import selectors, services
 from scheduling.serializers import (
     PlanCreateSerializer,
@@ -27,7 +27,7 @@ _plan_id = extend_schema(parameters=[OpenApiParameter("plan_id", OpenApiTypes.UU
 SCHEDULE_REFUSALS = (ErrorCode.INVALID_TASK_SCHEDULE, ErrorCode.SCHEDULE_IN_PAST)
 
 
-class ScheduledTasksView(IcaAPIView):
+class PlansView(IcaAPIView):
     @extend_schema(operation_id="v1_scheduled_tasks_list", responses=responses({200: PlanListSerializer}))
     def get(self, request):
         plans = selectors.live_plans_for_owner(request.user)
@@ -55,7 +55,7 @@ class ScheduledTasksView(IcaAPIView):
 
 
 @_plan_id
-class ScheduledTaskView(IcaAPIView):
+class PlanView(IcaAPIView):
     @extend_schema(responses=responses({200: PlanSerializer}, 404))
     def get(self, request, plan_id: uuid.UUID):
         return Response(selectors.plan_to_wire(selectors.plan_for_owner(request.user, plan_id)))
@@ -92,7 +92,7 @@ class ScheduledTaskView(IcaAPIView):
 
 
 @_plan_id
-class ScheduledTaskRunsView(IcaAPIView):
+class PlanOccurrencesView(IcaAPIView):
     query_serializer = RunsQuerySerializer
 
     @extend_schema(
@@ -101,4 +101,4 @@ class ScheduledTaskRunsView(IcaAPIView):
     )
     def get(self, request, plan_id: uuid.UUID):
         plan = selectors.plan_for_owner(request.user, plan_id)
-        return Response(selectors.runs_page(plan, before=self.query.get("before")))
+        return Response(selectors.occurrences_page(plan, before=self.query.get("before")))

@@ -4,14 +4,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from impo.core.models import choice_constraint
+from core.models import choice_constraint
 
 PLAN_TITLE_MAX = 120
 PLAN_GOAL_MAX = 4_000
 
 
-class ScheduledTask(models.Model):
-    """A plan: what to ask (title, goal) and when (schedule). The database owns it; Temporal only times it.
+class Plan(models.Model):
+    """What to ask (title, goal) and when (schedule). The database owns it; Temporal only times it.
 
     `revision` is the client's optimistic-concurrency token (a new UUID on every change). `generation` counts
     the same changes in order, so the plan's workflow can tell a newer signal from a late, older one, and
@@ -20,7 +20,7 @@ class ScheduledTask(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scheduled_tasks")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="plans")
     client_request_id = models.CharField(max_length=256)
     # SHA-256 of the canonical create command: a replay of the request id must match it to get the plan.
     request_fingerprint = models.CharField(max_length=64)
@@ -43,6 +43,8 @@ class ScheduledTask(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        # The table (and the API's `scheduled-tasks` resource) keep the first name; only the code's name changed.
+        db_table = "scheduling_scheduledtask"
         constraints = [
             models.UniqueConstraint(fields=["owner", "client_request_id"], name="scheduling_plan_client_request"),
             models.CheckConstraint(
@@ -67,32 +69,34 @@ class ScheduledTask(models.Model):
         return self.deleted_at is None
 
 
-class ScheduledRunState(models.TextChoices):
+class OccurrenceState(models.TextChoices):
     ADMITTED = "admitted"
     SKIPPED_OVERLAP = "skipped_overlap"
 
 
-class ScheduledRun(models.Model):
+class Occurrence(models.Model):
     """One handled fire time of a plan: the Task it admitted, or the record that it was skipped.
 
     Unique per (plan, fire time), which is what makes admission idempotent when Temporal runs the activity twice.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    plan = models.ForeignKey(ScheduledTask, on_delete=models.CASCADE, related_name="runs")
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="occurrences")
     revision = models.UUIDField()
     scheduled_at = models.DateTimeField()
-    state = models.CharField(max_length=32, choices=ScheduledRunState.choices)
+    state = models.CharField(max_length=32, choices=OccurrenceState.choices)
     # PROTECT: a plan's history must keep pointing at the work it admitted.
     task = models.OneToOneField(
-        "runtime.Task", on_delete=models.PROTECT, null=True, blank=True, related_name="scheduled_run"
+        "runtime.Task", on_delete=models.PROTECT, null=True, blank=True, related_name="occurrence"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The table (and the API's `runs` of a plan) keep the first name; only the code's name changed.
+        db_table = "scheduling_scheduledrun"
         constraints = [
             models.UniqueConstraint(fields=["plan", "scheduled_at"], name="scheduling_run_once_per_fire_time"),
-            choice_constraint("state", ScheduledRunState, "scheduling_run_state"),
+            choice_constraint("state", OccurrenceState, "scheduling_run_state"),
             models.CheckConstraint(
                 condition=(Q(state="admitted") & Q(task__isnull=False))
                 | (Q(state="skipped_overlap") & Q(task__isnull=True)),

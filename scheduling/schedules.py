@@ -28,9 +28,9 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
-from impo.core.error_codes import ErrorCode
-from impo.core.patterns import NOT_WHITESPACE, WHITESPACE
-from impo.core.time_zones import iana_time_zone_names
+from core.error_codes import ErrorCode
+from core.patterns import NOT_WHITESPACE, WHITESPACE
+from core.time_zones import iana_time_zone_names
 
 
 class Frequency(StrEnum):

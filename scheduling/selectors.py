@@ -7,21 +7,21 @@ from datetime import datetime
 
 from django.db.models import F, Q
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import InvalidRequest, NotFound
+from core.error_codes import ErrorCode
+from core.errors import InvalidRequest, NotFound
 from runtime.models import ACTIVE_RUN_STATES, Run
 from runtime.selectors import task_statuses
-from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
+from scheduling.models import Occurrence, OccurrenceState, Plan
 from scheduling.workflows import PlanSignal
 
 RUNS_PAGE_SIZE = 30
 
 
 def live_plans_for_owner(owner):
-    return ScheduledTask.objects.filter(owner=owner, deleted_at__isnull=True).order_by("created_at", "id")
+    return Plan.objects.filter(owner=owner, deleted_at__isnull=True).order_by("created_at", "id")
 
 
-def plan_for_owner(owner, plan_id: uuid.UUID) -> ScheduledTask:
+def plan_for_owner(owner, plan_id: uuid.UUID) -> Plan:
     """Another user's plan and a tombstoned one both look like no plan at all."""
     plan = live_plans_for_owner(owner).filter(id=plan_id).first()
     if plan is None:
@@ -29,7 +29,7 @@ def plan_for_owner(owner, plan_id: uuid.UUID) -> ScheduledTask:
     return plan
 
 
-def plan_to_wire(plan: ScheduledTask) -> dict:
+def plan_to_wire(plan: Plan) -> dict:
     return {
         "id": str(plan.id),
         "title": plan.title,
@@ -43,40 +43,41 @@ def plan_to_wire(plan: ScheduledTask) -> dict:
     }
 
 
-def runs_page(plan: ScheduledTask, *, before: str | None) -> dict:
-    """Newest first, 30 a page; `nextCursor` continues after the last run on this page (null at the end)."""
-    runs = ScheduledRun.objects.filter(plan=plan)
+def occurrences_page(plan: Plan, *, before: str | None) -> dict:
+    """Newest first, 30 a page (the wire calls them `runs`); `nextCursor` continues after the last occurrence on this
+    page (null at the end)."""
+    occurrences = Occurrence.objects.filter(plan=plan)
     if before is not None:
-        runs = runs.filter(scheduled_at__lt=_decode_cursor(before))
-    page = list(runs.order_by("-scheduled_at")[: RUNS_PAGE_SIZE + 1])
+        occurrences = occurrences.filter(scheduled_at__lt=_decode_cursor(before))
+    page = list(occurrences.order_by("-scheduled_at")[: RUNS_PAGE_SIZE + 1])
     has_more = len(page) > RUNS_PAGE_SIZE
     page = page[:RUNS_PAGE_SIZE]
-    statuses = task_statuses([run.task_id for run in page if run.task_id])
+    statuses = task_statuses([occurrence.task_id for occurrence in page if occurrence.task_id])
     return {
-        "runs": [run_to_wire(run, statuses) for run in page],
+        "runs": [occurrence_to_wire(occurrence, statuses) for occurrence in page],
         "nextCursor": _encode_cursor(page[-1].scheduled_at) if has_more else None,
     }
 
 
-def run_to_wire(run: ScheduledRun, task_statuses: dict) -> dict:
+def occurrence_to_wire(occurrence: Occurrence, task_statuses: dict) -> dict:
     """An admitted occurrence shows its Task's current status; a skip shows `skipped_overlap`."""
     return {
-        "id": str(run.id),
-        "taskId": str(run.task_id) if run.task_id else None,
-        "scheduledAt": _iso(run.scheduled_at),
-        "createdAt": _iso(run.created_at),
-        "status": task_statuses[run.task_id] if run.task_id else run.state,
+        "id": str(occurrence.id),
+        "taskId": str(occurrence.task_id) if occurrence.task_id else None,
+        "scheduledAt": _iso(occurrence.scheduled_at),
+        "createdAt": _iso(occurrence.created_at),
+        "status": task_statuses[occurrence.task_id] if occurrence.task_id else occurrence.state,
     }
 
 
-def previous_task_is_active(plan: ScheduledTask) -> bool:
+def previous_task_is_active(plan: Plan) -> bool:
     """Whether the Task this plan admitted last is still at work: its latest run is not yet terminal.
 
     pending_reconciliation counts as active: its outcome is unknown, and a second Task beside it would be
     exactly the overlap the skip exists to prevent.
     """
     previous = (
-        ScheduledRun.objects.filter(plan=plan, state=ScheduledRunState.ADMITTED)
+        Occurrence.objects.filter(plan=plan, state=OccurrenceState.ADMITTED)
         .select_related("task")
         .order_by("-scheduled_at")
         .first()
@@ -92,7 +93,7 @@ def previous_task_is_active(plan: ScheduledTask) -> bool:
     return latest_state in ACTIVE_RUN_STATES
 
 
-def plan_signal(plan: ScheduledTask) -> PlanSignal:
+def plan_signal(plan: Plan) -> PlanSignal:
     return PlanSignal(
         plan_id=str(plan.id),
         owner_id=plan.owner_id,
@@ -107,18 +108,18 @@ def plan_signal(plan: ScheduledTask) -> PlanSignal:
 
 def unsynced_plan_signals(limit: int) -> list[PlanSignal]:
     """Plans whose latest change Temporal has not acknowledged (the API's signal failed or never ran)."""
-    plans = ScheduledTask.objects.filter(synced_generation__lt=F("generation")).order_by("updated_at")[:limit]
+    plans = Plan.objects.filter(synced_generation__lt=F("generation")).order_by("updated_at")[:limit]
     return [plan_signal(plan) for plan in plans]
 
 
 def plans_stopped(owner_id) -> bool:
     """Whether every plan of the owner is deleted and its workflow acknowledged it (so it has stopped)."""
-    plans = ScheduledTask.objects.filter(owner_id=owner_id)
+    plans = Plan.objects.filter(owner_id=owner_id)
     return not plans.filter(Q(deleted_at__isnull=True) | Q(synced_generation__lt=F("generation"))).exists()
 
 
 def live_plan_signals() -> list[PlanSignal]:
-    return [plan_signal(plan) for plan in ScheduledTask.objects.filter(deleted_at__isnull=True).order_by("id")]
+    return [plan_signal(plan) for plan in Plan.objects.filter(deleted_at__isnull=True).order_by("id")]
 
 
 _NOT_A_CURSOR = "before: is not a cursor this endpoint returned."

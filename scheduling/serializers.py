@@ -4,10 +4,10 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
 from runtime.selectors import TASK_STATUSES
 from scheduling import schedules
-from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX, ScheduledRunState
+from scheduling.models import PLAN_GOAL_MAX, PLAN_TITLE_MAX, OccurrenceState
 from scheduling.services import PlanCommand
 
 CLIENT_REQUEST_ID_MAX = 256
@@ -66,7 +66,7 @@ class RunsQuerySerializer(StrictSerializer):
 
 # --- outputs ---------------------------------------------------------------------------------------------
 
-PLAN_RUN_STATUSES = (*TASK_STATUSES, ScheduledRunState.SKIPPED_OVERLAP.value)
+PLAN_RUN_STATUSES = (*TASK_STATUSES, OccurrenceState.SKIPPED_OVERLAP.value)
 
 
 class PlanSerializer(serializers.Serializer):

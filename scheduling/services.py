@@ -23,14 +23,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from temporalio.service import RPCError
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
+from core.error_codes import ErrorCode
+from core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime import locks as runtime_locks
 from runtime import outbound
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import open_task
 from scheduling import locks, selectors, temporal
-from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
+from scheduling.models import Occurrence, OccurrenceState, Plan
 from scheduling.schedules import Schedule, ScheduleError, next_fire_after, parse_schedule
 from scheduling.workflows import AdmitOutcome
 
@@ -52,7 +52,7 @@ class PlanCommand:
     enabled: bool
 
 
-def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: datetime | None = None) -> ScheduledTask:
+def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: datetime | None = None) -> Plan:
     """Saves a new plan, or returns the plan this request id already created with the same payload."""
     now = now or timezone.now()
     fingerprint = _fingerprint(command, _stored_schedule(command.schedule))
@@ -63,12 +63,12 @@ def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: dat
     try:
         with transaction.atomic(durable=True):
             runtime_locks.lock_owner(owner)
-            if ScheduledTask.objects.filter(owner=owner, deleted_at__isnull=True).count() >= MAX_LIVE_PLANS:
+            if Plan.objects.filter(owner=owner, deleted_at__isnull=True).count() >= MAX_LIVE_PLANS:
                 raise Conflict(
                     f"An account can have at most {MAX_LIVE_PLANS} scheduled tasks; delete one first.",
                     code=ErrorCode.SCHEDULE_LIMIT_REACHED,
                 )
-            plan = ScheduledTask.objects.create(
+            plan = Plan.objects.create(
                 owner=owner,
                 client_request_id=client_request_id,
                 request_fingerprint=fingerprint,
@@ -93,7 +93,7 @@ def create_plan(*, owner, client_request_id: str, command: PlanCommand, now: dat
 
 def update_plan(
     *, owner, plan_id: uuid.UUID, revision: uuid.UUID, command: PlanCommand, now: datetime | None = None
-) -> ScheduledTask:
+) -> Plan:
     """Replaces the plan's content if `revision` is current; an exact retry of the last change returns the plan."""
     now = now or timezone.now()
     stored = _stored_schedule(command.schedule)
@@ -149,7 +149,7 @@ def delete_plans_of(owner, *, now: datetime | None = None) -> None:
             _tombstone(plan, now)
 
 
-def _tombstone(plan: ScheduledTask, now: datetime) -> None:
+def _tombstone(plan: Plan, now: datetime) -> None:
     """The plan stops firing (its workflow told after commit); its history stays."""
     plan.deleted_at = now
     plan.next_run_at = None
@@ -164,7 +164,7 @@ def admit_occurrence(
 ) -> str:
     """Handles one fire time of one revision, once: admits a Task, records an overlap skip, or refuses.
 
-    Idempotent on (plan, fire time): a repeated execution finds the ScheduledRun row the first one committed
+    Idempotent on (plan, fire time): a repeated execution finds the Occurrence row the first one committed
     and reports its outcome, so Temporal retrying the activity never opens a second Task. A timer set for
     another revision, or for a paused or deleted plan, is refused (`stale`) and changes nothing.
     """
@@ -173,16 +173,16 @@ def admit_occurrence(
         plan = locks.lock_plan(plan_id)
         if plan is None:
             return AdmitOutcome.STALE
-        handled = ScheduledRun.objects.filter(plan=plan, scheduled_at=fire_time).first()
+        handled = Occurrence.objects.filter(plan=plan, scheduled_at=fire_time).first()
         if handled is not None:
             return handled.state
         if plan.deleted_at is not None or not plan.enabled or plan.revision != revision:
             return AdmitOutcome.STALE
         task_id = None
         if selectors.previous_task_is_active(plan):
-            state = ScheduledRunState.SKIPPED_OVERLAP
+            state = OccurrenceState.SKIPPED_OVERLAP
         else:
-            state = ScheduledRunState.ADMITTED
+            state = OccurrenceState.ADMITTED
             receipt = open_task(
                 owner=plan.owner,
                 command=MessageCommand(
@@ -193,7 +193,7 @@ def admit_occurrence(
                 title=plan.title,
             )
             task_id = receipt.task_id
-        ScheduledRun.objects.create(
+        Occurrence.objects.create(
             plan=plan, revision=plan.revision, scheduled_at=fire_time, state=state, task_id=task_id
         )
         plan.next_run_at = next_fire_after(Schedule.from_json(plan.schedule), max(fire_time, now))
@@ -201,7 +201,7 @@ def admit_occurrence(
         return state
 
 
-def occurrence_client_context(plan: ScheduledTask, fire_time: datetime) -> dict:
+def occurrence_client_context(plan: Plan, fire_time: datetime) -> dict:
     """What a client would have said at the fire time: the plan's zone, and that moment on its wall clock."""
     zone = Schedule.from_json(plan.schedule).time_zone
     return {"timeZone": zone, "currentDate": fire_time.astimezone(ZoneInfo(zone)).isoformat()}
@@ -213,7 +213,7 @@ def occurrence_client_message_id(plan_id: uuid.UUID, fire_time: datetime) -> str
 
 def mark_synced(plan_id: uuid.UUID, generation: int) -> None:
     """Records that Temporal acknowledged this generation of the plan (never moving backwards)."""
-    ScheduledTask.objects.filter(id=plan_id, synced_generation__lt=generation).update(synced_generation=generation)
+    Plan.objects.filter(id=plan_id, synced_generation__lt=generation).update(synced_generation=generation)
 
 
 def _signal_after_commit(plan_id: uuid.UUID) -> None:
@@ -227,7 +227,7 @@ def signal_plan_best_effort(plan_id: uuid.UUID) -> None:
     generations). The request already succeeded; an unreachable Temporal only delays the plan until the worker's
     discovery loop finds it unsynced.
     """
-    plan = ScheduledTask.objects.filter(id=plan_id).first()
+    plan = Plan.objects.filter(id=plan_id).first()
     if plan is None:
         return
     signal = selectors.plan_signal(plan)
@@ -243,7 +243,7 @@ def signal_plan_best_effort(plan_id: uuid.UUID) -> None:
     mark_synced(plan.id, plan.generation)
 
 
-def _new_revision(plan: ScheduledTask, now: datetime) -> None:
+def _new_revision(plan: Plan, now: datetime) -> None:
     plan.revision = uuid.uuid4()
     plan.generation += 1
     plan.revised_at = now
@@ -290,8 +290,8 @@ def _fingerprint(command: PlanCommand, schedule: Schedule, *, base_revision: uui
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> ScheduledTask | None:
-    plan = ScheduledTask.objects.filter(owner=owner, client_request_id=client_request_id).first()
+def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> Plan | None:
+    plan = Plan.objects.filter(owner=owner, client_request_id=client_request_id).first()
     if plan is None:
         return None
     if plan.request_fingerprint != fingerprint:
@@ -303,7 +303,7 @@ def _replayed_plan(owner, client_request_id: str, fingerprint: str) -> Scheduled
     return plan
 
 
-def _locked_live_plan(owner, plan_id: uuid.UUID) -> ScheduledTask:
+def _locked_live_plan(owner, plan_id: uuid.UUID) -> Plan:
     """The owner's plan, locked; a change to a tombstoned one is 410 `schedule_deleted`."""
     plan = locks.lock_plan(plan_id, owner=owner)
     if plan is None:

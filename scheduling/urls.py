@@ -8,7 +8,7 @@ from scheduling import api
 _PLAN_ID = r"(?P<plan_id>[^/]+)"
 
 urlpatterns = [
-    re_path(r"^scheduled-tasks/?$", api.ScheduledTasksView.as_view(), name="scheduled-tasks"),
-    re_path(rf"^scheduled-tasks/{_PLAN_ID}/?$", api.ScheduledTaskView.as_view(), name="scheduled-task"),
-    re_path(rf"^scheduled-tasks/{_PLAN_ID}/runs/?$", api.ScheduledTaskRunsView.as_view(), name="scheduled-task-runs"),
+    re_path(r"^scheduled-tasks/?$", api.PlansView.as_view(), name="scheduled-tasks"),
+    re_path(rf"^scheduled-tasks/{_PLAN_ID}/?$", api.PlanView.as_view(), name="scheduled-task"),
+    re_path(rf"^scheduled-tasks/{_PLAN_ID}/runs/?$", api.PlanOccurrencesView.as_view(), name="scheduled-task-runs"),
 ]

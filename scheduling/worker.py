@@ -12,7 +12,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from impo.core.heap import freeze_startup_heap
+from core.heap import freeze_startup_heap
 from scheduling import selectors, services, temporal
 from scheduling.activities import admit_occurrence, plan_step
 from scheduling.workflows import TaskScheduleWorkflow

@@ -9,8 +9,8 @@ assert it and return the parsed body; `send_message` returns the response itself
 import httpx
 from rest_framework.authtoken.models import Token
 
-from impo.devstack import wait_until
-from runtime.models import Run, RunState
+from devtools.stack import wait_until
+from runtime.models import Event, EventType, Run, RunState
 
 MAIN_CHAT_MESSAGES = "/api/v1/conversation/messages"
 TASKS = "/api/v1/tasks"
@@ -94,6 +94,17 @@ def run_of(submission_id) -> Run:
     run = _loaded(submission_id)
     assert run is not None, f"submission {submission_id} has no run"
     return run
+
+
+def event_types(submission_id) -> list[str]:
+    """The types of the submission's events, in order."""
+    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
+
+
+def streamed_text(submission_id) -> str:
+    """The submission's reply as its text deltas spelled it."""
+    deltas = Event.objects.filter(submission_id=submission_id, type=EventType.TEXT_DELTA).order_by("seq")
+    return "".join(event.payload["delta"] for event in deltas)
 
 
 def _loaded(submission_id) -> Run | None:

@@ -67,6 +67,29 @@ def pytest_collection_modifyitems(items):
     items.sort(key=_start_order)  # stable: the collected order within each kind
 
 
+# Modules whose tests share processes that a module fixture starts: the fault suite's own PostgreSQL, Redis and stack,
+# the plans' Temporal worker. Handed out test by test, each module set them up again in every xdist worker that ran
+# one of its tests; each goes whole to one worker instead.
+ONE_WORKER_MODULES = frozenset(
+    {"tests/faults/test_recovery_from_outages.py", "tests/scheduling/test_plans_on_temporal.py"}
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist load` hands each test to the next free worker, except that a module of ONE_WORKER_MODULES is one unit
+    (xdist's `xdist_group` marks would say so, but pytest 9 no longer reads the node ids xdist rewrites for them)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LoadKeepingModulesWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return LoadKeepingModulesWhole(config, log)
+
+
 @pytest.fixture(autouse=True)
 def fast_tests_start_no_process(request, monkeypatch):
     """A test marked `fast` is one `make test-fast` runs because it needs no process fixture: one that still starts
@@ -141,7 +164,7 @@ def new_client_message_id():
 
 @pytest.fixture(scope="session")
 def temporal_address():
-    from impo.devtools.temporal import start_temporal_dev_server
+    from devtools.temporal import start_temporal_dev_server
 
     server, address = start_temporal_dev_server()
     yield address
@@ -150,7 +173,7 @@ def temporal_address():
 
 @pytest.fixture(scope="session")
 def rebyte_double_process():
-    from impo.devstack import RebyteDouble
+    from devtools.stack import RebyteDouble
 
     double = RebyteDouble()
     yield double
@@ -182,7 +205,7 @@ class SharedStack:
         self._webhooks = None
 
     def running(self, *, database_name: str, redis_url: str):
-        from impo.devstack import Stack
+        from devtools.stack import Stack
 
         if self.stack is not None and not all(process.alive for process in self.stack.processes):
             self.stop()  # a process died (a bug shows in its log); the next test gets a whole stack again
@@ -195,7 +218,7 @@ class SharedStack:
 
     def web_url(self) -> str:
         """The base URL of a web server (as `make run` serves) beside the shared worker, started on first use."""
-        from impo.devstack import MAKE_RUN_WEB_PROCESSES, start_web
+        from devtools.stack import MAKE_RUN_WEB_PROCESSES, start_web
 
         if self._web_url is None:
             _, self._web_url = start_web(self.stack, processes=MAKE_RUN_WEB_PROCESSES)
@@ -238,7 +261,7 @@ def shared_stack(django_db_setup, django_db_blocker, rebyte_double_process):
     """Set up after the test database, so torn down before it is dropped: every stack's processes are gone by
     then (a private stack stops with its test), but a SIGKILLed process's server backends may end a moment later,
     and the drop fails while one is still there. A connection that stays (not a stack's) is left to the drop."""
-    from impo.devstack import wait_until
+    from devtools.stack import wait_until
 
     shared = SharedStack(rebyte_double_process)
     yield shared
@@ -274,13 +297,21 @@ def shared_webhooks(workers, shared_stack):
 
 
 @pytest.fixture
+def web(stack) -> str:
+    """A web server of the test's own stack (base URL), as the stack's environment configures it."""
+    from devtools.stack import start_web
+
+    return start_web(stack)[1]
+
+
+@pytest.fixture
 def stack(transactional_db, rebyte_double, shared_stack, settings):
     """A stack of this test's own, empty: the test starts what it needs, and may kill, restart or reconfigure it.
     Stopped cold (SIGKILL) after the test."""
     from django.db import connection
 
+    from devtools.stack import Stack
     from impo.celery import app
-    from impo.devstack import Stack
 
     shared_stack.stop()
     app.control.purge()

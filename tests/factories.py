@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, RemoteTurn
 from runtime.models import Conversation, ConversationKind
-from scheduling.models import ScheduledRun
+from scheduling.models import Occurrence
 from tools.models import ToolCall, ToolReceipt
 
 PASSWORD = "correct horse battery staple"
@@ -97,11 +97,11 @@ class RemoteSessionFactory(factory.django.DjangoModelFactory):
     last_activity_at = factory.LazyFunction(timezone.now)
 
 
-class ScheduledRunFactory(factory.django.DjangoModelFactory):
+class OccurrenceFactory(factory.django.DjangoModelFactory):
     """An occurrence of `plan` (required) at its current revision."""
 
     class Meta:
-        model = ScheduledRun
+        model = Occurrence
 
     revision = factory.SelfAttribute("plan.revision")
     scheduled_at = factory.LazyFunction(timezone.now)

@@ -12,6 +12,7 @@ every test database, which is why workers cannot share a Redis database.
 """
 
 import os
+import secrets
 from urllib.parse import urlsplit, urlunsplit
 
 FIRST_WORKER_REDIS_DATABASE = 8
@@ -30,6 +31,11 @@ if _worker:
     _redis = urlsplit(os.environ["REDIS_URL"])
     os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_redis_database}"))
     os.environ["CELERY_QUEUE"] = f"{os.environ['CELERY_QUEUE']}-{_worker}"
+
+# The test process serves Django's test client over plain HTTP, with a key of its own: without these the settings
+# are a deployment's (HTTPS redirects, and no start at all without a key). DEBUG stays off, as deployed.
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+os.environ.setdefault("DJANGO_HTTPS", "false")
 
 # The device tests drive the device path, not the approval in front of it (on by default for play_sound):
 # the harness turns that approval off, and the approval tests turn it back on.

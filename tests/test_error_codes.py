@@ -1,4 +1,4 @@
-"""Every error code a client can meet is written once, in `impo/core/error_codes.py`, and the OpenAPI schema lists it.
+"""Every error code a client can meet is written once, in `core/error_codes.py`, and the OpenAPI schema lists it.
 
 Read as text: a code typed as a string literal anywhere else (a new refusal, a new tool error) fails here, so the
 catalogue, its HTTP statuses and the schema cannot drift from what the code sends.
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
-from impo.core.error_codes import HTTP_CODES, RUN_ERROR_CODES, START_OVER_REASONS, TOOL_ERROR_CODES, ErrorCode
+from core.error_codes import HTTP_CODES, RUN_ERROR_CODES, START_OVER_REASONS, TOOL_ERROR_CODES, ErrorCode
 
 ROOT = Path(__file__).resolve().parent.parent
-CATALOGUE = ROOT / "impo" / "core" / "error_codes.py"
+CATALOGUE = ROOT / "core" / "error_codes.py"
 # The double speaks for the provider: its codes are the provider's own, passed through, not ours.
 SKIPPED_DIRS = {".venv", "node_modules", "tests", "migrations", ".git", "double"}
 
@@ -23,7 +23,7 @@ NOT_AN_ERROR_CODE = {
     ("runtime/models.py", "pending_reconciliation"): "RunState.PENDING_RECONCILIATION",
     ("rebyte/models.py", "pending_reconciliation"): "IntentState.PENDING_RECONCILIATION and its constraint",
     ("runtime/execution/following.py", "request_timeout"): "a provider's own code for a failed turn",
-    ("impo/devtools/records.py", "pending_reconciliation"): "a run state the chaos records count as settled",
+    ("devtools/records.py", "pending_reconciliation"): "a run state the chaos records count as settled",
     ("rebyte/sessions.py", "not_found"): "a RemoteSession's rotation_reason",
 }
 

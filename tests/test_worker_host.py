@@ -7,8 +7,8 @@ import signal
 import uuid
 from pathlib import Path
 
+from devtools.stack import wait_until
 from impo import worker_liveness
-from impo.devstack import wait_until
 from runtime.models import RunState
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import create_task

@@ -12,12 +12,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, Gone, InvalidRequest, NotFound
+from core.error_codes import ErrorCode
+from core.errors import Conflict, Gone, InvalidRequest, NotFound
 from runtime.models import EventType, Run
 from tools import locks
 from tools.device_bridge import no_device_result, open_invocation
 from tools.models import ApprovalOutcome, ApprovalStatus, ToolApproval, ToolCall, ToolCallState
+from tools.permissions import grant
 from tools.receipts import Events, error_result, save_receipt
 from tools.registry import registry
 from tools.selectors import device_for_submission
@@ -31,9 +32,12 @@ class ApprovalAnswer:
     client_decision_id: str
     arguments: dict | None = None
     reason: str = ""
+    # "Always allow for this tool": with an approval, the owner's standing permission for the tool (tools.permissions).
+    remember: bool = False
 
     def to_record(self) -> dict:
-        return {"approve": self.approve, "arguments": self.arguments, "reason": self.reason}
+        record = {"approve": self.approve, "arguments": self.arguments, "reason": self.reason}
+        return {**record, "remember": True} if self.remember else record
 
 
 def ask_approval(call: ToolCall) -> dict:
@@ -87,6 +91,8 @@ def _approve(run: Run, call: ToolCall, approval: ToolApproval, answer: ApprovalA
     problem = definition.validation_error(arguments)
     if problem is not None:
         raise InvalidRequest(f"arguments: {problem}")
+    if answer.remember:
+        grant(run.owner_id, definition)
     edited = arguments != approval.requested_arguments
     call.arguments = arguments
     call.transition_to(ToolCallState.APPROVED)

@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 
-from impo.core.error_codes import ErrorCode
+from core.error_codes import ErrorCode
 from runtime.models import ConversationKind
 from tools.models import Note, SideEffect
 from tools.registry import ToolError, ToolInvocation, device_tool, tool
@@ -61,6 +61,7 @@ def list_notes(call: ToolInvocation) -> dict:
     side_effect=SideEffect.TRANSACTIONAL,
     contexts=EVERYWHERE,
     timeout=5.0,
+    always_allowable=True,  # only its owner's own notes: an operator asking approval may let the owner allow it always
 )
 def save_note(call: ToolInvocation) -> dict:
     # Writes only Impo's own database, so it needs no approval by default (an operator may ask for one).

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, Gone, NotFound
+from core import telemetry
+from core.error_codes import ErrorCode
+from core.errors import Conflict, Gone, NotFound
 from runtime.models import EventType, Run
 from tools import locks
 from tools.models import (

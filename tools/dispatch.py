@@ -21,9 +21,9 @@ from typing import Protocol
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from impo.core import telemetry
-from impo.core.database import release_connection
-from impo.core.error_codes import ErrorCode
+from core import telemetry
+from core.database import release_connection
+from core.error_codes import ErrorCode
 from tools import device_bridge, services
 from tools.models import DeviceInvocation, SideEffect, ToolCall, ToolReceipt
 from tools.receipts import Events, error_result

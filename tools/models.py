@@ -4,8 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from impo.core.error_codes import ErrorCode
-from impo.core.models import choice_constraint
+from core.error_codes import ErrorCode
+from core.models import choice_constraint
 
 
 class SideEffect(models.TextChoices):
@@ -171,6 +171,31 @@ class ToolApproval(models.Model):
         return f"approval of {self.tool_call_id} ({self.status})"
 
 
+class CapabilityDecision(models.TextChoices):
+    APPROVE = "approve"
+    DENY = "deny"
+
+
+class ApprovalCapability(models.Model):
+    """A single-use right to give one decision on one approval, carried only inside an encrypted push (docs/
+    notifications.md "Approve or deny from the notification"). Only the token's SHA-256 is kept: a copy of the
+    database decides nothing. Used once, or its approval decided any other way, it decides nothing more."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    approval = models.ForeignKey(ToolApproval, on_delete=models.CASCADE, related_name="capabilities")
+    decision = models.CharField(max_length=8, choices=CapabilityDecision.choices)
+    token_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()  # the approval's deadline
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [choice_constraint("decision", CapabilityDecision, "tools_capability_decision")]
+
+    def __str__(self):
+        return f"{self.decision} capability of {self.approval_id}"
+
+
 class Device(models.Model):
     """A user's installation that runs foreground device tools (the web chat page is one)."""
 
@@ -256,3 +281,20 @@ class Note(models.Model):
 
     def __str__(self):
         return self.text[:50]
+
+
+class ToolPermission(models.Model):
+    """An owner's standing "Always allow" for one tool: later calls of it by this owner run without asking. Granted
+    only with an approval of a call of that tool, and only for a tool its registry entry marks `always_allowable`
+    (docs/api.md "Tool approval"); revoked by its owner, deleted with the account."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tool_permissions")
+    tool_name = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "tool_name"], name="tools_permission_owner_tool")]
+
+    def __str__(self):
+        return f"{self.owner_id} always allows {self.tool_name}"

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from impo.core.error_codes import ErrorCode
+from core.error_codes import ErrorCode
 from runtime.models import ConversationKind
 from tools.models import SideEffect
 
@@ -83,6 +83,9 @@ class ToolDefinition:
     # `never`, `always`, or a callable deciding per call; None derives it: a person approves what acts
     # outside Impo and cannot simply be repeated (transactional or uncertain). IMPO_TOOL_APPROVAL overrides.
     approval: ApprovalPolicy | None = None
+    # Whether its owner may answer an approval with "Always allow" (a standing ToolPermission): off unless a tool is
+    # marked, a device tool included, so no call that acts on the world goes unasked by default.
+    always_allowable: bool = False
     # For the person reading the chat's tool card: a short title ("Play a sound") and one line on what it does.
     title: str = ""
     summary: str = ""
@@ -149,7 +152,10 @@ class Registry:
 
     def words_for_people(self) -> dict[str, dict]:
         """Each tool's title and one-line summary, as the web chat's tool cards show them (by tool name)."""
-        return {name: {"title": tool.title, "summary": tool.summary} for name, tool in sorted(self._tools.items())}
+        return {
+            name: {"title": tool.title, "summary": tool.summary, "alwaysAllowable": tool.always_allowable}
+            for name, tool in sorted(self._tools.items())
+        }
 
     def catalog(self, context: str, *, device_tools: Iterable[str] = ()) -> list[ToolDefinition]:
         """The tools offered in `context`; device tools only when the run's device can run them."""
@@ -196,6 +202,7 @@ def tool(
     creates_tasks: bool = False,
     acts_outside_impo: bool = False,
     approval: ApprovalPolicy | None = None,
+    always_allowable: bool = False,
 ) -> Callable[[Callable[[ToolInvocation], Any]], Callable[[ToolInvocation], Any]]:
     """Declares the decorated handler a server tool, named after it unless `name` is given, and registers it.
 
@@ -219,6 +226,7 @@ def tool(
                 handler=handler,
                 acts_outside_impo=acts_outside_impo,
                 approval=approval,
+                always_allowable=always_allowable,
             )
         )
         return handler
@@ -238,6 +246,7 @@ def device_tool(
     required: tuple[str, ...] = (),
     strict: bool = True,
     approval: ApprovalPolicy | None = None,
+    always_allowable: bool = False,
 ) -> ToolDefinition:
     """Declares and registers a tool the user's device runs: no server handler, its outcome uncertain (never
     retried), acting outside Impo (so by default a person approves each call)."""
@@ -254,5 +263,6 @@ def device_tool(
             device=True,
             acts_outside_impo=True,
             approval=approval,
+            always_allowable=always_allowable,
         )
     )

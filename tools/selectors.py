@@ -4,8 +4,8 @@ import uuid
 
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import NotFound
+from core.error_codes import ErrorCode
+from core.errors import NotFound
 from runtime.models import Run, Submission
 from tools.models import (
     OPEN_INVOCATION_STATUSES,

@@ -3,9 +3,10 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
+from core.serializers import CleanTextField, StrictBooleanField, StrictSerializer, StrictUUIDField
 from tools.approvals import ApprovalAnswer
-from tools.models import ApprovalOutcome, ApprovalStatus
+from tools.capabilities import TOKEN_PATTERN
+from tools.models import ApprovalOutcome, ApprovalStatus, CapabilityDecision
 
 INSTALLATION_ID_MAX = 256
 DEVICE_TOOLS_MAX = 64
@@ -72,10 +73,18 @@ class ToolApprovalAnswerSerializer(StrictSerializer):
     arguments = JsonObjectField(required=False, help_text="Approve with these arguments instead (an edit).")
     reason = CleanTextField(max_length=APPROVAL_REASON_MAX, required=False, help_text="Why not: the agent reads it.")
     clientDecisionId = CleanTextField(max_length=CLIENT_DECISION_ID_MAX)
+    remember = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="With an approval: always allow this tool from now on (only a tool that takes a standing"
+        " permission; else 400 `always_allow_not_offered`). Revoked from the account.",
+    )
 
     def validate(self, data):
         if data["decision"] == "deny" and "arguments" in data:
             raise serializers.ValidationError({"arguments": ["Only an approval carries arguments."]})
+        if data["decision"] == "deny" and data["remember"]:
+            raise serializers.ValidationError({"remember": ["Only an approval can be remembered."]})
         if data["decision"] == "approve" and "reason" in data:
             raise serializers.ValidationError({"reason": ["Only a denial carries a reason."]})
         return data
@@ -87,7 +96,21 @@ class ToolApprovalAnswerSerializer(StrictSerializer):
             client_decision_id=data["clientDecisionId"],
             arguments=data.get("arguments"),
             reason=data.get("reason", ""),
+            remember=data["remember"],
         )
+
+
+class ApprovalCapabilityAnswerSerializer(StrictSerializer):
+    """A notification's Approve or Deny: the capability is the authority, bound to this approval and decision."""
+
+    approvalId = StrictUUIDField(help_text="The approval the notification announced (its `toolCallId`).")
+    decision = serializers.ChoiceField(choices=CapabilityDecision.choices, help_text="The action clicked.")
+    # The refusal never quotes the value: a malformed token is named, not echoed.
+    capability = serializers.RegexField(
+        TOKEN_PATTERN,
+        help_text="The action's single-use token, from the push message.",
+        error_messages={"invalid": "Must be the 32 base64url characters of a notification's capability."},
+    )
 
 
 # --- outputs ---------------------------------------------------------------------------------------------
@@ -124,14 +147,27 @@ class InvocationResultAcceptedSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField(help_text="An identical retry of a result already recorded.")
 
 
+# How a decided approval stands, as an answer names it (one enum in the schema for both answers).
+DECIDED_APPROVAL_STATUSES = (ApprovalStatus.APPROVED, ApprovalStatus.DENIED)
+
+
 class ToolApprovalSerializer(serializers.Serializer):
     approvalId = serializers.UUIDField(help_text="The tool call's id, as in the path.")
     toolCallId = serializers.CharField(help_text="The provider's call id, as in the stream's tool parts.")
     toolName = serializers.CharField()
-    status = serializers.ChoiceField(choices=[ApprovalStatus.APPROVED, ApprovalStatus.DENIED])
+    status = serializers.ChoiceField(choices=DECIDED_APPROVAL_STATUSES)
     outcome = serializers.ChoiceField(choices=ApprovalOutcome.choices)
     input = serializers.DictField(help_text="The arguments the call runs with (edited ones when edited).")
     reason = serializers.CharField(allow_blank=True)
     clientDecisionId = serializers.CharField(allow_blank=True, help_text="Of the answer that decided.")
     decidedAt = serializers.DateTimeField()
     replayed = serializers.BooleanField(help_text="This answer repeated the recorded decision: nothing changed.")
+
+
+class ApprovalDecidedByCapabilitySerializer(serializers.Serializer):
+    """What a notification's decision answers: the capability gives the right to decide, not to read the call."""
+
+    approvalId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=DECIDED_APPROVAL_STATUSES)
+    outcome = serializers.ChoiceField(choices=ApprovalOutcome.choices)
+    decidedAt = serializers.DateTimeField()

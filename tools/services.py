@@ -13,14 +13,15 @@ import uuid
 
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict
+from core import telemetry
+from core.error_codes import ErrorCode
+from core.errors import Conflict
 from runtime.models import EventType, Run
 from tools import locks
 from tools.approvals import ask_approval
 from tools.device_bridge import no_device_result, open_invocation
 from tools.models import ToolCall, ToolCallState, ToolReceipt
+from tools.permissions import is_always_allowed
 from tools.receipts import Events, completed_payload, error_result, save_receipt
 from tools.registry import ToolDefinition
 from tools.selectors import device_for_submission, offered_tool, staff_finding
@@ -81,8 +82,10 @@ def record_call(run: Run, *, call_id: str, name: str, arguments) -> tuple[ToolCa
         if device is None:
             refusal = no_device_result(name)
     requested = [(EventType.TOOL_REQUESTED, _requested_payload(call))]
-    if refusal is None and definition.requires_approval(parsed):
-        # Asked before anything is dispatched; a device call's invocation opens only once it is approved.
+    asked = refusal is None and definition.requires_approval(parsed)
+    if asked and not is_always_allowed(run.owner_id, definition):
+        # Asked before anything is dispatched, unless its owner always allows the tool; a device call's invocation
+        # opens only once it is approved.
         requested.append((EventType.TOOL_APPROVAL_REQUESTED, ask_approval(call)))
     elif device is not None:
         requested[0][1]["device"] = open_invocation(call, definition, device)

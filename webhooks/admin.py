@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from impo.core.admin_desk import ReadOnlyAdmin
+from core.admin_desk import ReadOnlyAdmin
 from webhooks import services
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 

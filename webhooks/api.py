@@ -6,10 +6,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import WRITE_ERRORS, responses
-from impo.core.serializers import validated
-from impo.core.views import IcaAPIView
+from core.error_codes import ErrorCode
+from core.openapi import WRITE_ERRORS, responses
+from core.serializers import validated
+from core.views import IcaAPIView
 from webhooks import selectors, services
 from webhooks.serializers import (
     CreatedEndpointSerializer,

@@ -11,12 +11,15 @@ import logging
 import time
 
 import httpx
-from django.conf import settings
 
-from impo.core.database import release_connection
+from core.database import release_connection
 from webhooks import services, signing, targets
+from webhooks.clients import HostClients, post_status
 
 logger = logging.getLogger(__name__)
+
+# The process's clients, shared by its worker threads (webhooks/clients.py).
+_clients = HostClients()
 
 USER_AGENT = "Impo-Webhooks/1"
 CONNECTION_FAILED = "connection failed"
@@ -40,15 +43,12 @@ def deliver(delivery_id) -> str | None:
     release_connection()  # a slow receiver must not hold one of the worker's pooled connections
     try:
         target = targets.resolve_target(attempt.url)
-        # Only the status matters: the response body is never read, so a receiver cannot hold the attempt open.
-        with httpx.Client(
-            timeout=settings.IMPO_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False
-        ) as client:
-            request = targets.pinned_request(
-                client, target, content=attempt.body, headers={**headers, "User-Agent": USER_AGENT}
-            )
-            response = client.send(request, stream=True)
-            response.close()
+        # Only the status matters: the body is read only as far as `post_status` bounds it.
+        client = _clients.for_host(target.url.host)
+        request = targets.pinned_request(
+            client, target, content=attempt.body, headers={**headers, "User-Agent": USER_AGENT}
+        )
+        response = post_status(client, request)
         code = response.status_code
         error = "" if 200 <= code < 300 else f"HTTP {code}"
         return services.record_outcome(attempt, response_code=code, error=error)

@@ -9,7 +9,7 @@ pending source event). The loops' batches skip what another transaction holds: t
 
 from django.db.models import Q
 
-from impo.core.errors import NotFound
+from core.errors import NotFound
 from runtime.models import Notification
 from webhooks.models import (
     DeliveryStatus,
@@ -86,6 +86,12 @@ def lock_subscription_for_owner(owner, subscription_id) -> PushSubscription:
     if subscription is None:
         raise NotFound("No such push subscription.")
     return subscription
+
+
+def lock_subscription_of_push_delivery(delivery_id) -> PushSubscription | None:
+    """The subscription a push delivery was made to (FOR UPDATE: a 404 or 410 deletes it), taken before the
+    delivery, in the order an owner's removal takes them."""
+    return PushSubscription.objects.select_for_update().filter(deliveries__id=delivery_id).first()
 
 
 def lock_preference(owner) -> NotificationPreference:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from impo.core.models import choice_constraint
+from core.models import choice_constraint
 from runtime.models import Event, EventType, Notification, NotificationKind
 
 # Wired through in sql by the migration's trigger; the approval helper adds the last type to runtime's

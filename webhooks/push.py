@@ -22,8 +22,9 @@ from django.conf import settings
 from py_vapid import Vapid02
 from pywebpush import WebPusher
 
-from impo.core.database import release_connection
+from core.database import release_connection
 from webhooks import push_services, targets
+from webhooks.clients import HostClients, post_status
 from webhooks.delivery import CONNECTION_FAILED, TARGET_FORBIDDEN, TIMED_OUT
 
 logger = logging.getLogger(__name__)
@@ -108,22 +109,24 @@ def _retry_after(response: httpx.Response) -> float | None:
     return float(value) if value.isdigit() else None
 
 
-def send(delivery_id) -> str | None:
+def new_clients() -> HostClients:
+    """A sender's clients (push services are a handful of hosts)."""
+    return HostClients(verify=_tls())
+
+
+def send(delivery_id, clients: HostClients) -> str | None:
     """Makes one attempt if the delivery is due; returns its status afterwards (None when nothing was sent, or the
     subscription was removed because the push service said it is gone)."""
     attempt = push_services.claim_attempt(delivery_id)
     if attempt is None:
         return None
+    attempt = push_services.with_decision_actions(attempt)
     release_connection()  # a slow push service must not hold a pooled connection
     try:
         target = targets.resolve_target(attempt.endpoint)
         body, headers = _request_parts(attempt, target.url)
-        with httpx.Client(
-            timeout=settings.IMPO_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False, verify=_tls()
-        ) as client:
-            request = targets.pinned_request(client, target, content=body, headers=headers)
-            response = client.send(request, stream=True)
-            response.close()
+        client = clients.for_host(target.url.host)
+        response = post_status(client, targets.pinned_request(client, target, content=body, headers=headers))
         code = response.status_code
         if code in (404, 410):
             logger.info("push %s: the subscription is gone (HTTP %d); removing it", attempt.delivery_id, code)

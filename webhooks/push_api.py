@@ -7,10 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import WRITE_ERRORS, responses
-from impo.core.serializers import validated
-from impo.core.views import IcaAPIView
+from core.error_codes import ErrorCode
+from core.openapi import WRITE_ERRORS, responses
+from core.serializers import validated
+from core.views import IcaAPIView
 from webhooks import push, push_services, selectors
 from webhooks.serializers import (
     NotificationPreferencesSerializer,
@@ -41,10 +41,12 @@ class PushSubscriptionsView(IcaAPIView):
             {201: PushSubscriptionSerializer},
             ErrorCode.WEBHOOK_TARGET_FORBIDDEN,
             ErrorCode.PUSH_SUBSCRIPTION_LIMIT_REACHED,
+            ErrorCode.PUSH_ENDPOINT_TAKEN,
             *WRITE_ERRORS,
         ),
         description="Registers this browser (idempotent per endpoint: the same endpoint again answers the same"
-        " subscription, its keys updated).",
+        " subscription, its keys updated). An endpoint another account registered moves to the caller only with"
+        " the same keys (`p256dh`, `auth`); with other keys it is 409 `push_endpoint_taken`.",
     )
     def post(self, request):
         data = validated(PushSubscriptionCreateSerializer, request.data).validated_data

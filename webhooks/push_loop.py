@@ -9,16 +9,31 @@ where they are. Redis is not needed to send (only to know whether a page is in v
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from core import doorbells
+from runtime.outbound import PUSH_DOORBELL
 from webhooks import push, push_services
+from webhooks.clients import HostClients
 
 logger = logging.getLogger(__name__)
 
 
-def one_pass(executor: ThreadPoolExecutor) -> tuple[int, int]:
+@contextmanager
+def _sender():
+    """The sender's threads and its HTTP clients, for as long as it runs."""
+    clients = push.new_clients()
+    try:
+        with ThreadPoolExecutor(max_workers=settings.IMPO_PUSH_SENDERS, thread_name_prefix="push-sender") as executor:
+            yield executor, clients
+    finally:
+        clients.close()
+
+
+def one_pass(executor: ThreadPoolExecutor, clients: HostClients) -> tuple[int, int]:
     """Dispatches every notification waiting, then sends the deliveries due; returns (notifications, attempts)."""
     dispatched = 0
     while True:  # a backlog (the loop was down) is drained now, a batch per transaction
@@ -27,23 +42,23 @@ def one_pass(executor: ThreadPoolExecutor) -> tuple[int, int]:
         if batch < push_services.DISPATCH_BATCH:
             break
     due = push_services.due_deliveries()
-    list(executor.map(_send, due))
+    list(executor.map(lambda delivery_id: _send(delivery_id, clients), due))
     return dispatched, len(due)
 
 
-def _send(delivery_id) -> None:
+def _send(delivery_id, clients: HostClients) -> None:
     try:
-        push.send(delivery_id)
+        push.send(delivery_id, clients)
     except Exception:
         logger.exception("push %s: the attempt failed; it is due again after its claim's deadline", delivery_id)
         connection.close()
 
 
 def run_forever(interval: float, stop: threading.Event) -> None:
-    with ThreadPoolExecutor(max_workers=settings.IMPO_PUSH_SENDERS, thread_name_prefix="push-sender") as executor:
+    with _sender() as (executor, clients):
         while not stop.is_set():
             try:
-                dispatched, attempted = one_pass(executor)
+                dispatched, attempted = one_pass(executor, clients)
             except Exception:
                 # Like the webhooks pass: an outage of the database is logged and waited out.
                 logger.exception("push pass failed; trying again in %.1f s", interval)
@@ -53,7 +68,8 @@ def run_forever(interval: float, stop: threading.Event) -> None:
                 logger.info("push: %d notifications dispatched; %d attempts made", dispatched, attempted)
                 if attempted >= push_services.SEND_BATCH:
                     continue  # more may be due now (a backlog): no wait
-            stop.wait(interval)
+            # Rung after a notification's commit (runtime.services.lifecycle); the poll is the safety net.
+            doorbells.wait(PUSH_DOORBELL, interval, stop)
             close_old_connections()
 
 
@@ -65,5 +81,5 @@ def start(interval: float) -> threading.Event:
 
 
 def pass_once() -> None:
-    with ThreadPoolExecutor(max_workers=settings.IMPO_PUSH_SENDERS, thread_name_prefix="push-sender") as executor:
-        one_pass(executor)
+    with _sender() as (executor, clients):
+        one_pass(executor, clients)

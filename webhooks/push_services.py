@@ -7,19 +7,21 @@ claimed again; one whose sender died between claim and answer is due again once 
 its repeat carries the same `Topic`, so the push service keeps one copy.
 """
 
+import hmac
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict
+from core.error_codes import ErrorCode
+from core.errors import Conflict
 from runtime import locks as runtime_locks
 from runtime import subscribers
-from runtime.models import Notification
+from runtime.models import Notification, NotificationKind
+from tools import capabilities
 from webhooks import locks, selectors
 from webhooks.models import NotificationPreference, PushDelivery, PushStatus, PushSubscription
 from webhooks.services import attempt_deadline_seconds, backoff_seconds, exhausted
@@ -33,8 +35,9 @@ ERROR_MAX = 2000
 
 def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expiration_ms: int | None):
     """Registers the browser's subscription; returns (subscription, created). The same endpoint again updates its
-    keys in place (idempotent); an endpoint registered by another account moves to this one (the browser is now
-    signed in here)."""
+    keys in place (idempotent). An endpoint registered by another account moves to this one (the browser is now
+    signed in here) only with that subscription's keys: an endpoint URL alone is no proof of holding the browser's
+    subscription, and whoever learned one could otherwise turn off someone's notifications."""
     expires_at = datetime.fromtimestamp(expiration_ms / 1000, tz=UTC) if expiration_ms is not None else None
     with transaction.atomic(durable=True):
         # The owner's row serialises their registrations, so the cap holds.
@@ -44,6 +47,11 @@ def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expir
             existing.p256dh, existing.auth, existing.expires_at = p256dh, auth, expires_at
             existing.save(update_fields=["p256dh", "auth", "expires_at", "updated_at"])
             return existing, False
+        if existing is not None and not _same_keys(existing, p256dh=p256dh, auth=auth):
+            raise Conflict(
+                "This push endpoint belongs to another account; only its browser's keys can move it here.",
+                code=ErrorCode.PUSH_ENDPOINT_TAKEN,
+            )
         if PushSubscription.objects.filter(owner=owner).count() >= settings.IMPO_PUSH_SUBSCRIPTIONS_PER_USER:
             raise Conflict(
                 f"At most {settings.IMPO_PUSH_SUBSCRIPTIONS_PER_USER} push subscriptions per account.",
@@ -55,6 +63,11 @@ def register_subscription(*, owner, endpoint: str, p256dh: str, auth: str, expir
             owner=owner, endpoint=endpoint, p256dh=p256dh, auth=auth, expires_at=expires_at
         )
         return subscription, True
+
+
+def _same_keys(subscription: PushSubscription, *, p256dh: str, auth: str) -> bool:
+    # `auth` is the subscription's secret: compared in constant time, so timing tells nothing of it.
+    return hmac.compare_digest(subscription.p256dh, p256dh) & hmac.compare_digest(subscription.auth, auth)
 
 
 def delete_subscription(*, owner, subscription_id: uuid.UUID) -> None:
@@ -179,6 +192,24 @@ def claim_attempt(delivery_id) -> PushAttempt | None:
         )
 
 
+# The buttons of an approval's notification (its Notification `actions`), in the order shown.
+DECISION_ACTIONS = (("approve", "Approve"), ("deny", "Deny"))
+
+
+def with_decision_actions(attempt: PushAttempt) -> PushAttempt:
+    """An approval push, while its approval is pending, carries Approve and Deny, each with a capability minted for
+    this attempt (docs/notifications.md "Approve or deny from the notification"). The tokens live in this attempt's
+    message only, encrypted to the browser: the stored payload never holds them, and only their hashes are kept."""
+    tool_call_id = attempt.payload.get("toolCallId")
+    if attempt.kind != NotificationKind.APPROVAL or not tool_call_id:
+        return attempt
+    tokens = capabilities.mint_for_call(tool_call_id)
+    if tokens is None:
+        return attempt
+    actions = [{"action": action, "title": title, "capability": tokens[action]} for action, title in DECISION_ACTIONS]
+    return replace(attempt, payload={**attempt.payload, "actions": actions})
+
+
 def record_outcome(
     attempt: PushAttempt,
     *,
@@ -196,10 +227,15 @@ def record_outcome(
     """
     now = timezone.now()
     with transaction.atomic(durable=True):
+        gone = response_code in (404, 410)
+        if gone:
+            # The subscription before its delivery, as an owner's removal locks them (docs/locking.md): locked the
+            # other way round, the two deadlocked.
+            locks.lock_subscription_of_push_delivery(attempt.delivery_id)
         delivery = locks.lock_push_delivery_of_attempt(attempt.delivery_id, attempt=attempt.number)
         if delivery is None:
             return None
-        if response_code in (404, 410):
+        if gone:
             delivery.subscription.delete()
             return None
         delivery.last_response_code = response_code

@@ -4,7 +4,7 @@ import uuid
 
 from django.urls import reverse
 
-from impo.core.errors import NotFound
+from core.errors import NotFound
 from runtime.models import Message, Notification, NotificationKind
 from tools.models import ToolCall, ToolCallState
 from webhooks.models import NotificationPreference, PushSubscription, WebhookDelivery, WebhookEndpoint

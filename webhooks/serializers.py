@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.validators import URLValidator
 from rest_framework import serializers
 
-from impo.core.serializers import CleanTextField, StrictBooleanField, StrictSerializer
+from core.serializers import CleanTextField, StrictBooleanField, StrictSerializer
 from webhooks import targets
 from webhooks.models import DeliveryStatus, WebhookEndpoint, WebhookEventType
 

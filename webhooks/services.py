@@ -14,8 +14,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict
+from core.error_codes import ErrorCode
+from core.errors import Conflict
 from runtime import locks as runtime_locks
 from runtime import outbound
 from runtime.models import Event

@@ -7,7 +7,7 @@ unspecified and shared ranges, IPv4 and IPv6, with IPv4 addresses carried inside
 IPv4-compatible, 6to4, Teredo, NAT64) checked as IPv4 — at creation and again at send time, and the request goes
 to the address that was checked (`pinned_request`), so a DNS answer that changes between the check and the
 connection (rebinding) is never used. A deployment with a receiver on its own network lists that network in
-`IMPO_WEBHOOK_ALLOWED_NETWORKS`; plain `http` needs DEBUG or `IMPO_WEBHOOK_ALLOW_HTTP`.
+`IMPO_WEBHOOK_ALLOWED_NETWORKS`; plain `http` needs `IMPO_WEBHOOK_ALLOW_HTTP` (DEBUG alone allows neither).
 """
 
 import ipaddress
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import ApplicationError
+from core.error_codes import ErrorCode
+from core.errors import ApplicationError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -7,8 +7,8 @@ import logging
 import signal
 import sys
 
+from rebyte.double.resources import Config
 from rebyte.double.server import build_server
-from rebyte.double.state import Config
 
 
 def main(argv: list[str] | None = None) -> None:

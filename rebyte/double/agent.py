@@ -22,7 +22,9 @@ import math
 import threading
 import time
 
-from rebyte.double.state import Store, Turn, TurnEnded
+from rebyte.double.progress import TurnProgress
+from rebyte.double.resources import Turn, TurnEnded
+from rebyte.double.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -71,32 +73,33 @@ def reasoning_summary(script: str) -> str:
 class EchoAgent:
     def __init__(self, store: Store):
         self._store = store
+        self._progress = TurnProgress(store)
 
     def start(self, turn: Turn) -> None:
         threading.Thread(target=self._run, args=(turn,), name=f"turn-{turn.obj['id']}", daemon=True).start()
 
     def _run(self, turn: Turn) -> None:
-        store = self._store
+        progress = self._progress
         try:
-            script = store.begin(turn).strip()
+            script = progress.begin(turn).strip()
             self._reason(turn, script)
             if script == "/fail" or script.startswith("/fail "):
-                store.fail(turn, "internal_error", script.removeprefix("/fail").strip() or "Asked to fail")
+                progress.fail(turn, "internal_error", script.removeprefix("/fail").strip() or "Asked to fail")
                 return
             if script == "/busy" or script.startswith("/busy "):
-                store.fail(turn, "server_overloaded", script.removeprefix("/busy").strip() or "Asked to be busy")
+                progress.fail(turn, "server_overloaded", script.removeprefix("/busy").strip() or "Asked to be busy")
                 return
             if script == "/blocks":
                 for block in TWO_BLOCKS:
                     self._say(turn, block)
             elif script.startswith("/slow "):
-                delay, _ = store.pacing()
+                delay, _ = self._store.pacing()
                 self._say(turn, f"Echo: {script.removeprefix('/slow ')}", delay=delay * 10, per_character=True)
             elif script.startswith("/broken "):
                 self._say(turn, f"Echo: {script.removeprefix('/broken ')}", cut_after_first=True)
             else:
                 self._answer(turn, script)
-            store.complete(turn)
+            progress.complete(turn)
         except TurnEnded:
             logger.debug("turn %s ended while running", turn.obj["id"])
 
@@ -110,7 +113,7 @@ class EchoAgent:
         if not requests:
             self._say(turn, f"Echo: {turn.script}")
             return
-        results = self._store.call_functions(turn, requests)
+        results = self._progress.call_functions(turn, requests)
         lines = []
         for name, result in results:
             if result["success"]:
@@ -121,23 +124,23 @@ class EchoAgent:
         self._say(turn, "\n".join(lines))
 
     def _reason(self, turn: Turn, script: str) -> None:
-        item_id = self._store.open_reasoning(turn)
+        item_id = self._progress.open_reasoning(turn)
         if item_id is None:
             return
         delay, count = self._store.pacing()
         for piece in chunks(reasoning_summary(script), count):
             time.sleep(delay)
-            self._store.summary_delta(turn, item_id, piece)
-        self._store.close_reasoning(turn, item_id)
+            self._progress.summary_delta(turn, item_id, piece)
+        self._progress.close_reasoning(turn, item_id)
 
     def _say(self, turn: Turn, text: str, *, delay=None, per_character=False, cut_after_first=False) -> None:
         configured_delay, count = self._store.pacing()
         delay = configured_delay if delay is None else delay
         pieces = list(text) if per_character else chunks(text, count)
-        item_id = self._store.open_message(turn)
+        item_id = self._progress.open_message(turn)
         for index, piece in enumerate(pieces):
             time.sleep(delay)
-            self._store.text_delta(turn, item_id, piece)
+            self._progress.text_delta(turn, item_id, piece)
             if cut_after_first and index == 0:
-                self._store.cut_live_streams(turn)
-        self._store.close_message(turn, item_id)
+                self._progress.cut_live_streams(turn)
+        self._progress.close_message(turn, item_id)

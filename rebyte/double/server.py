@@ -17,7 +17,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from rebyte.double.agent import EchoAgent
-from rebyte.double.state import ApiError, Config, Fault, Store, new_id
+from rebyte.double.errors import ApiError
+from rebyte.double.faults import Fault
+from rebyte.double.resources import Config, new_id
+from rebyte.double.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- provider API ------------------------------------------------------------------------------------
 
     def _operation(self, op: str, params: dict[str, str], query: dict[str, list[str]], body: Any) -> None:
-        fault = self.server.store.take_fault(op)
+        fault = self.server.store.faults.take(op)
         if fault is not None and fault.mode == "http_error":
             raise ApiError(fault.status, "injected_fault", f"Injected {fault.status} for {op}", "server_error")
         if fault is not None and fault.mode == "delay":
@@ -314,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
             store.reset()
             self._send_json(200, {"ok": True})
         elif (method, path) == ("POST", "/_double/faults"):
-            self._send_json(201, dataclasses.asdict(store.add_fault(body)))
+            self._send_json(201, dataclasses.asdict(store.faults.arm(body)))
         elif (method, path) == ("POST", "/_double/config"):
             self._send_json(200, dataclasses.asdict(store.configure(body)))
         else:

@@ -1,7 +1,8 @@
 """Drives one run against the provider, from claim to a terminal state, under a fenced lease.
 
 `runtime.execution` is the one package that knows runtime, tools and rebyte together (docs/design.md §1.4, §5;
-docs/provider.md); this module claims a run and drives it through its phases, each a module of its own:
+docs/provider.md); this module claims a run and drives it through its phases, each an object (in a module of its
+own) that takes the drive's state, one `drive_state.DriveState`:
 - `input_phase`: the run's input reaches its conversation's session exactly once;
 - `following`: the live stream and the truth (turn, items, required actions), projected under the lease;
 - `function_calls`: results persisted before they are sent back; approvals park the run.
@@ -15,30 +16,28 @@ import os
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode, RunError
+from core import telemetry
+from core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
-from rebyte.client import LiveEvents, RebyteGateway
+from rebyte.client import RebyteGateway
 from rebyte.failures import Refused, Unavailable, UnknownOutcome
-from rebyte.models import RemoteSession, RemoteTurn
+from rebyte.owner_instructions import instructions_of
 from rebyte.provider import provider_gateway
 from runtime import attempts, selectors
 from runtime.execution import healing
-from runtime.execution.coalescing import Coalescer
+from runtime.execution.drive_state import Claimed, DriveState
 from runtime.execution.following import Following
 from runtime.execution.function_calls import FunctionCalls
 from runtime.execution.heartbeat import HeldLease, process_heartbeat
 from runtime.execution.input_phase import InputPhase
 from runtime.execution.live_stream import LiveStream
-from runtime.execution.reasoning import Summaries
-from runtime.models import Run, RunState
+from runtime.models import RunState
 from runtime.services import claims
 from tools.selectors import catalog_for_run
 
@@ -56,7 +55,7 @@ def execute_run(run_id, worker_id: str) -> None:
         return
     lease = claimed.lease
     with process_heartbeat.held(lease) as heartbeat:
-        driver = RunDriver(claimed, provider_gateway(), heartbeat)
+        driver = Driver(claimed, provider_gateway(), heartbeat)
         try:
             with telemetry.span("impo.run.drive", {"impo.run.id": run_id, "impo.run.attempt": lease.attempt}):
                 driver.drive()
@@ -67,25 +66,13 @@ def execute_run(run_id, worker_id: str) -> None:
         except rebyte_services.AgentGone:
             healing.start_over(lease, lost=None, reason=ErrorCode.AGENT_NOT_FOUND)
         except Refused as exc:
-            if not healing.started_over_if_lost(lease, driver.session, exc, driver.gateway):
+            if not healing.started_over_if_lost(lease, driver.state.session, exc, driver.state.gateway):
                 _finish_quietly(lease, RunState.FAILED, RunError(ErrorCode.PROVIDER_ERROR, str(exc)))
         except (Unavailable, UnknownOutcome) as exc:
             _release_quietly(lease, f"provider unavailable: {exc}", provider=True)
         except Exception as exc:
             logger.exception("run %s: unexpected error; released for another attempt", run_id)
             _release_quietly(lease, f"{type(exc).__name__}: {exc}", provider=False)
-
-
-@dataclass(frozen=True)
-class _Claimed:
-    lease: claims.Lease
-    run: Run
-    remote_turn: RemoteTurn
-    # For a run whose input has not left yet: the tools it is offered (and which of them run on its device), and
-    # its conversation's session if the input may go there (None: a new session is created with the input).
-    tools: list[dict] | None
-    device_tools: list[str] | None
-    session: RemoteSession | None
 
 
 # A burst of wake-ups (hundreds of runs admitted together) had every thread run its claim at once: they queued for
@@ -95,7 +82,7 @@ class _Claimed:
 _claims_in_flight = threading.BoundedSemaphore(settings.IMPO_CLAIMS_IN_FLIGHT)
 
 
-def _claim(run_id, worker_id: str) -> _Claimed | None:
+def _claim(run_id, worker_id: str) -> Claimed | None:
     """The claim and everything the driver reads before its first provider call, in one transaction."""
     with _claims_in_flight, transaction.atomic(durable=True):
         lease = claims.claim(run_id, worker_id)
@@ -104,18 +91,31 @@ def _claim(run_id, worker_id: str) -> _Claimed | None:
         run = selectors.run_to_execute(run_id)
         remote_turn = bindings.remote_turn_of(run)
         if remote_turn.session_id is not None or run.input_sent_at is not None:
-            return _Claimed(lease, run, remote_turn, tools=None, device_tools=None, session=None)
+            return Claimed(
+                lease, run, remote_turn, tools=None, device_tools=None, session=None, carry=False, instructions=""
+            )
         catalog = catalog_for_run(run)
         tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
-        # A regeneration's input goes to a fresh session, which never saw the reply it replaces: the provider has no
-        # way to take a reply out of a session (docs/api.md "Regenerate").
-        session = sessions.usable_session(
+        # A regeneration's input, or an edited message's, goes to a fresh session, which never saw the reply (or the
+        # words) it replaces: the provider has no way to take an item out of a session (docs/api.md "Regenerate").
+        instructions = instructions_of(run.submission.owner_id).text
+        session, carry = sessions.usable_session(
             run.submission.conversation,
             fingerprint=rebyte_services.tools_fingerprint(tools),
+            instructions=instructions,
             now=timezone.now(),
-            regenerating=attempts.is_regeneration(run.submission),
+            replacing=attempts.starts_afresh(run.submission, regeneration=run.regeneration),
         )
-        return _Claimed(lease, run, remote_turn, tools=tools, device_tools=device_tools, session=session)
+        return Claimed(
+            lease,
+            run,
+            remote_turn,
+            tools=tools,
+            device_tools=device_tools,
+            session=session,
+            carry=carry,
+            instructions=instructions,
+        )
 
 
 def _finish_quietly(lease, state, error: RunError) -> None:
@@ -136,55 +136,35 @@ def _release_quietly(lease, cause: str, *, provider: bool) -> None:
         logger.warning("could not release: %s", exc)
 
 
-class RunDriver(InputPhase, Following, FunctionCalls):
-    """Drives one claimed run: its input, then its turn to the end, answering the function calls it makes."""
+class Driver:
+    """Drives one claimed run: its input, then its turn to the end, answering the function calls it makes.
 
-    def __init__(self, claimed: _Claimed, gateway: RebyteGateway, heartbeat: HeldLease):
-        self.claimed = claimed
-        self.run = claimed.run
-        self.remote_turn = claimed.remote_turn
-        self.lease = claimed.lease
-        self.gateway = gateway
-        self.heartbeat = heartbeat
-        self.live_text: dict[str, str] = {}
-        self.unprojected = Coalescer()  # the reply read since its last projection
-        self.summaries = Summaries()  # the turn's reasoning, read from the live stream (and the items)
-        # A run whose input left under an earlier claim: what that claim projected of its reasoning is not known, so
-        # the items are not read for it (only parts this driver's stream sees from their start, or whole at their end).
-        self.resumed = claimed.run.input_sent_at is not None
-        # The driver's own knowledge of the run, kept from what the lifecycle functions return (never by writing
-        # its copy of the run, which is the claim's read).
-        self.input_sent = claimed.run.input_sent_at is not None
-        self.provider_failures = claimed.run.provider_failures
-        # Seen on the run row each projection locks: a cancel asked for while deltas stream is relayed at once,
-        # not at the next quiet moment.
-        self.cancel_seen = False
-        # The session the run's input goes (or went) to, once known: the one a 404 may say the provider lost.
-        self.session: RemoteSession | None = None
-        # The event stream of a session this driver created with the run's input (its first turn, from the start).
-        self.created_stream: LiveEvents | None = None
+    Its state is one `DriveState`; each phase is an object that takes it."""
 
-    def fence(self):
-        return claims.fenced(self.lease)
+    def __init__(self, claimed: Claimed, gateway: RebyteGateway, heartbeat: HeldLease):
+        self.state = DriveState.of(claimed, gateway, heartbeat)
 
     def drive(self) -> None:
+        state = self.state
+        input_phase = InputPhase(state)
         try:
-            session = self.session = self._session_with_input()
+            session = state.session = input_phase.session_with_input()
         finally:
-            created, self.created_stream = self.created_stream, None
-            if created is not None and self.session is None:  # failed after the create: nobody will read it
+            created, state.created_stream = state.created_stream, None
+            if created is not None and state.session is None:  # failed after the create: nobody will read it
                 created.finish()
         if session is None:
             return  # parked for reconciliation
-        with LiveStream(self.gateway, session.remote_id, created=created) as live:
-            self.heartbeat.on_lost(live.wake)
-            sending = not self.input_sent
-            if sending:
-                self._send_input(session, live)
-            else:
+        with LiveStream(state.gateway, session.remote_id, created=created) as live:
+            state.heartbeat.on_lost(live.wake)
+            sending = not state.input_sent
+            if sending and not input_phase.send(session, live):
+                return  # given back: its owner's instructions changed before its turn started
+            if not sending:
                 live.wait_connected()
             # A stream open since before the message was sent, or the session's own since its creation with the
             # message, carries its turn from the start: the first deltas are projected as they come, and the truth is
             # read once the stream ends an item of the reply or the turn, asks for an action, or falls quiet.
             from_start = sending or created is not None
-            self._follow(session, live, read_truth=not (from_start and live.open.is_set()))
+            following = Following(state, session, live, FunctionCalls(state))
+            following.follow(read_truth=not (from_start and live.open.is_set()))

@@ -6,6 +6,7 @@ characters projected per item, so a successor after a crash projects only the re
 The turn's reasoning summaries, read the same way, go with those projections as transient progress (`reasoning`).
 """
 
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -13,13 +14,17 @@ from collections.abc import Callable
 from django.conf import settings
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode, RunError
+from core.error_codes import ErrorCode, RunError
 from rebyte import bindings, sessions
 from rebyte.models import RemoteSession
 from runtime import selectors
 from runtime.execution import reasoning, run_input
+from runtime.execution.coalescing import Coalescer
+from runtime.execution.drive_state import DriveState
+from runtime.execution.function_calls import FunctionCalls
 from runtime.execution.group_commit import group_commit
 from runtime.execution.live_stream import STREAM_ENDED, LiveStream
+from runtime.execution.reasoning import Summaries
 from runtime.models import RunState
 from runtime.services import lifecycle, projection
 
@@ -70,99 +75,152 @@ _TURN_END_EVENTS = frozenset(
 def _asks_for_truth(event) -> bool:
     if event is STREAM_ENDED:
         return True
-    if event.type == "agent.session.turn.item.done" and event.item.type == "reasoning":
+    if event.type == "agent.session.turn.item.done" and event.item_type == "reasoning":
         return False  # its summary was progress, read from the stream; nothing of it is in the reply
-    if event.type == "agent.session.turn.item.done" and event.item.type == "message":
+    if event.type == "agent.session.turn.item.done" and event.item_type == "message":
         # The user's input recorded as an item of the turn: nothing to project yet.
-        return event.item.role != "user"
+        return event.item_role != "user"
     return event.type in _TRUTH_EVENTS
 
 
+class Step(enum.Enum):
+    """The states of following a turn: each step does its part and names the next."""
+
+    # Read the turn (finding and binding it while it is new), then the session's items; end the run on a terminal
+    # turn and answer the function calls of a waiting one.
+    READ_TURN = "read_turn"
+    # Read the items of the turn followed, which still streams, without reading the turn again: its deltas arrived
+    # on the stream, but some could not be placed (their item began before this stream).
+    READ_ITEMS = "read_items"
+    # Wait for the live stream's events, or for the end of the window that coalesces the reply's projections.
+    LISTEN = "listen"
+    # The run ended, or was parked for a call's approval: this worker is done with it.
+    DONE = "done"
+
+
 class Following:
-    """The run driver's part that follows its turn to the end (see `driver.RunDriver` for the state it shares)."""
+    """The driver's phase that follows the turn to its end on `live`, taking the drive's state; function calls go to
+    `calls`. What it reads and has not projected yet is its own."""
 
-    def _follow(self, session: RemoteSession, live: LiveStream, *, read_truth: bool) -> None:
-        last_resend = time.monotonic()
-        followed = None  # the run's turn as last read, while it streams its reply
-        read_items_only = False
-        quiet = _QuietReads()
-        while True:
-            self.heartbeat.check()
-            if read_truth:
-                turn = followed if read_items_only else self._find_turn(session)
-                followed = turn if turn is not None and turn.status in _STREAMING_TURN_STATES else None
-                if turn is None:
-                    if self._input_was_a_message(session) and (
-                        time.monotonic() - last_resend > settings.IMPO_TURN_APPEAR_SECONDS
-                    ):
-                        # Its 202 may have been lost before the provider saw it: the same key makes this safe.
-                        self.gateway.send_message(
-                            session.remote_id,
-                            run_input.message_parts(self.run.submission),
-                            idempotency_key=self._input_key,
-                        )
-                        last_resend = time.monotonic()
-                elif self._apply_truth(session, turn):
-                    return
-            events = live.drain(self.unprojected.wait_seconds(live.quiet_seconds()), gather=self.unprojected.pending)
-            if not events and self.unprojected.pending:  # the window ended, not the stream's activity
-                self._project_pending()
-                read_truth = False
-            else:
-                # A batch that ends the turn is not projected from the stream: the truth read next brings the same
-                # text, in the transaction that ends the run.
-                applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
-                asks = any(_asks_for_truth(event) for event in events)
-                # Deltas of an item whose start this stream did not see cannot be placed (after the stream broke, or
-                # on a successor's stream): the items can. The turn is not read again for them while it streams.
-                if events or not live.open.is_set():
-                    quiet.reset()
-                    read_truth = not events or not applied or asks
-                else:
-                    read_truth = quiet.read_due() or self._cancel_to_relay()
-                read_items_only = bool(events) and not asks and followed is not None
-            if self.cancel_seen and not self.remote_turn.cancel_sent_at:
-                self._send_cancel(session)
+    def __init__(self, state: DriveState, session: RemoteSession, live: LiveStream, calls: FunctionCalls):
+        self.state = state
+        self.session = session
+        self.live = live
+        self.calls = calls
+        self.live_text: dict[str, str] = {}  # the text of each reply item this stream saw from its start
+        self.unprojected = Coalescer()  # the reply read since its last projection
+        self.summaries = Summaries()  # the turn's reasoning, read from the live stream (and the items)
+        self.followed = None  # the run's turn as last read, while it streams its reply
+        self.last_resend = time.monotonic()
+        self.quiet = _QuietReads()
 
-    def _input_was_a_message(self, session: RemoteSession) -> bool:
+    def follow(self, *, read_truth: bool) -> None:
+        """Follows the turn until the run ends or is parked; `read_truth`: the truth is read before listening."""
+        steps = {Step.READ_TURN: self._read_turn, Step.READ_ITEMS: self._read_items, Step.LISTEN: self._listen}
+        step = Step.READ_TURN if read_truth else Step.LISTEN
+        while step is not Step.DONE:
+            self.state.heartbeat.check()
+            step = steps[step]()
+
+    def _read_turn(self) -> Step:
+        return self._read_truth(self._find_turn())
+
+    def _read_items(self) -> Step:
+        return self._read_truth(self.followed)
+
+    def _read_truth(self, turn) -> Step:
+        self.followed = turn if turn is not None and turn.status in _STREAMING_TURN_STATES else None
+        if turn is None:
+            self._resend_input_if_unseen()
+            return Step.LISTEN
+        return Step.DONE if self._apply_truth(turn) else Step.LISTEN
+
+    def _resend_input_if_unseen(self) -> None:
+        """The input message again when no turn of it has appeared for a while (same key: safe to repeat)."""
+        if not self._input_was_a_message() or time.monotonic() - self.last_resend <= settings.IMPO_TURN_APPEAR_SECONDS:
+            return
+        # Its 202 may have been lost before the provider saw it.
+        state = self.state
+        state.gateway.send_message(
+            self.session.remote_id,
+            run_input.message_parts(state.run.submission, state.run.file_ids),
+            idempotency_key=state.input_key,
+        )
+        self.last_resend = time.monotonic()
+
+    def _listen(self) -> Step:
+        unprojected = self.unprojected
+        events = self.live.drain(unprojected.wait_seconds(self.live.quiet_seconds()), gather=unprojected.pending)
+        if not events and unprojected.pending:  # the window ended, not the stream's activity
+            self._project_pending()
+            step = Step.LISTEN
+        else:
+            step = self._after_listening(events)
+        if self.state.cancel_seen and not self.state.remote_turn.cancel_sent_at:
+            self._send_cancel()
+        return step
+
+    def _after_listening(self, events: list) -> Step:
+        """What the stream's events call for: the next deltas, the truth, or the items only."""
+        # A batch that ends the turn is not projected from the stream: the truth read next brings the same text, in
+        # the transaction that ends the run.
+        applied = any(event.type in _TURN_END_EVENTS for event in events) or self._apply_live(events)
+        asks = any(_asks_for_truth(event) for event in events)
+        if events or not self.live.open.is_set():
+            self.quiet.reset()
+            read = not events or not applied or asks
+        else:  # an open stream fell quiet
+            read = self.quiet.read_due() or self._cancel_to_relay()
+        if not read:
+            return Step.LISTEN
+        # Deltas of an item whose start this stream did not see cannot be placed (after the stream broke, or on a
+        # successor's stream): the items can. The turn is not read again for them while it streams.
+        if events and not asks and self.followed is not None:
+            return Step.READ_ITEMS
+        return Step.READ_TURN
+
+    def _input_was_a_message(self) -> bool:
         """False when the input went with the session's create: resending it as a message would repeat it."""
-        return session.intent.run_id != self.run.id
+        return self.session.intent.run_id != self.state.run.id
 
-    def _find_turn(self, session: RemoteSession):
-        turns = self.gateway.list_turns(session.remote_id)
-        if self.remote_turn.turn_id:
-            return next((t for t in turns if t.id == self.remote_turn.turn_id), None)
-        new = [t for t in turns if self._is_new_turn(t)]
+    def _find_turn(self):
+        remote_turn = self.state.remote_turn
+        turns = self.state.gateway.list_turns(self.session.remote_id)
+        if remote_turn.turn_id:
+            return next((t for t in turns if t.id == remote_turn.turn_id), None)
+        new = [t for t in turns if self._is_new_turn(t.id, t.subagent_id)]
         if not new:
             return None
         if len(new) > 1:
-            logger.error("run %s: %d new turns in %s; taking the first", self.run.id, len(new), session.remote_id)
+            run_id, session_id = self.state.run.id, self.session.remote_id
+            logger.error("run %s: %d new turns in %s; taking the first", run_id, len(new), session_id)
         self._bind_turn(new[0].id)
         return new[0]
 
-    def _is_new_turn(self, turn) -> bool:
-        return turn.id not in self.remote_turn.baseline_turn_ids and not turn.subagent_id
+    def _is_new_turn(self, turn_id: str, subagent_id: str | None) -> bool:
+        return turn_id not in self.state.remote_turn.baseline_turn_ids and not subagent_id
 
     def _bind_turn(self, turn_id: str) -> None:
         # Saved with the next projection: a successor that finds it unsaved finds the same turn against the same
         # baseline, since no other run of the conversation sends input until this one ends.
-        self.remote_turn.turn_id = turn_id
+        self.state.remote_turn.turn_id = turn_id
 
-    def _apply_truth(self, session: RemoteSession, turn) -> bool:
+    def _apply_truth(self, turn) -> bool:
         """Projects what the items hold, answers waiting function calls, ends the run on a terminal turn.
 
         True once this worker is done with the run: it ended, or it was parked for a call's approval.
         The turn is read before the items, so the items of a turn seen terminal are complete.
         """
-        items = self.gateway.list_items(session.remote_id)
-        if self.provider_failures:
+        drive, session = self.state, self.session
+        items = drive.gateway.list_items(session.remote_id)
+        if drive.provider_failures:
             # The provider answers again: the next outage backs off from the start.
-            with self.fence() as run:
-                self.provider_failures = lifecycle.note_provider_recovered(run)
+            with drive.fence() as run:
+                drive.provider_failures = lifecycle.note_provider_recovered(run)
         mine = [item for item in items if getattr(item, "turn_id", None) == turn.id]
         messages = [item for item in mine if item.type == "message" and item.role == "assistant"]
         self.unprojected.take({m.id: (m.output_text, m.status != "in_progress") for m in messages})
-        if not self.resumed:
+        if not drive.resumed:
             self.unprojected.take_progress(reasoning.steps_of(mine))
         state = TERMINAL_TURN_STATES.get(turn.status)
         if state is not None:
@@ -178,32 +236,33 @@ class Following:
             self._project_pending(then=finish)
             return True
         self._project_pending(at_once=turn.status == "waiting")  # text before a call goes before the call
-        self._relay_cancel(session, turn)
+        self._relay_cancel(turn)
         if turn.status == "waiting":
-            remote = self.gateway.get_session(session.remote_id)
+            remote = drive.gateway.get_session(session.remote_id)
             actions = [a for a in remote.required_actions if a.type == "function_call" and a.turn_id == turn.id]
-            return self._answer(session, turn.id, actions)
+            return self.calls.answer(session, turn.id, actions)
         return False
 
     def _apply_live(self, events: list) -> bool:
         """Takes the deltas of items seen from their start, projected when due; False if some could not be placed."""
         placed_all = True
+        remote_turn = self.state.remote_turn
         for event in events:
             if event is STREAM_ENDED:
                 self.live_text.clear()  # what follows comes from another stream, with a gap before it
-            elif event.type == "agent.session.turn.created" and not self.remote_turn.turn_id:
-                if self._is_new_turn(event.turn):
-                    self._bind_turn(event.turn.id)
-            elif event.type == "agent.session.turn.item.added" and event.item.type == "message":
-                if event.item.role == "assistant" and event.turn_id == self.remote_turn.turn_id:
-                    self.live_text[event.item.id] = event.item.output_text
+            elif event.type == "agent.session.turn.created" and not remote_turn.turn_id:
+                if self._is_new_turn(event.turn_id, event.subagent_id):
+                    self._bind_turn(event.turn_id)
+            elif event.type == "agent.session.turn.item.added" and event.item_type == "message":
+                if event.item_role == "assistant" and event.turn_id == remote_turn.turn_id:
+                    self.live_text[event.item_id] = event.text
             elif event.type == "agent.session.turn.output_text.delta":
                 if event.item_id in self.live_text:
-                    self.live_text[event.item_id] += event.delta
+                    self.live_text[event.item_id] += event.text
                     self.unprojected.take({event.item_id: (self.live_text[event.item_id], False)})
                 else:
                     placed_all = False
-            elif event.type in reasoning.SUMMARY_EVENTS and event.turn_id == self.remote_turn.turn_id:
+            elif event.type in reasoning.SUMMARY_EVENTS and event.turn_id == remote_turn.turn_id:
                 step = self.summaries.read(event)
                 if step is None:
                     placed_all = False  # a part begun before this stream: the items have it
@@ -220,43 +279,48 @@ class Following:
         if due is None:
             return
         texts, steps = due
+        state, remote_turn = self.state, self.state.remote_turn
         outputs: list = self.summaries.unsaid(steps) if then is None else []
         progress = {}
+        said = any(remote_turn.projected.values())
         for item_id, (text, done) in texts.items():
-            already = self.remote_turn.projected.get(item_id, 0)
-            completed = done and item_id not in self.remote_turn.completed_items
+            already = remote_turn.projected.get(item_id, 0)
+            completed = done and item_id not in remote_turn.completed_items
             if len(text) > already or completed:
-                outputs.append(
-                    projection.Output(f"text-{item_id}", text[already:], completed_text=text if completed else None)
-                )
+                delta = text[already:]
+                if delta and not already and said:
+                    delta = projection.PART_BREAK + delta
+                said = said or bool(delta)
+                outputs.append(projection.Output(f"text-{item_id}", delta, completed_text=text if completed else None))
                 progress[item_id] = (max(already, len(text)), completed)
         if then is None:
             if not outputs:
                 return
             # With the process's other runs, in its next group commit.
-            noted = (self.remote_turn, self.remote_turn.turn_id, progress) if progress else None
-            run = group_commit.project(self.lease, outputs, progress=noted)
-            self.cancel_seen = run.cancel_requested_at is not None
+            noted = (remote_turn, remote_turn.turn_id, progress) if progress else None
+            run = group_commit.project(state.lease, outputs, progress=noted)
+            state.cancel_seen = run.cancel_requested_at is not None
         else:
-            with self.fence() as run:
-                self.cancel_seen = run.cancel_requested_at is not None
+            with state.fence() as run:
+                state.cancel_seen = run.cancel_requested_at is not None
                 projection.project_output(run, outputs)
                 if progress:
-                    bindings.note_projected(self.remote_turn, turn_id=self.remote_turn.turn_id, progress=progress)
+                    bindings.note_projected(remote_turn, turn_id=remote_turn.turn_id, progress=progress)
                 then(run)
         self.unprojected.projected()
 
     def _cancel_to_relay(self) -> bool:
-        return not self.remote_turn.cancel_sent_at and selectors.cancel_requested(self.run.id)
+        return not self.state.remote_turn.cancel_sent_at and selectors.cancel_requested(self.state.run.id)
 
-    def _relay_cancel(self, session: RemoteSession, turn) -> None:
+    def _relay_cancel(self, turn) -> None:
         if turn.status not in TERMINAL_TURN_STATES and self._cancel_to_relay():
-            self._send_cancel(session)
+            self._send_cancel()
 
-    def _send_cancel(self, session: RemoteSession) -> None:
-        self.gateway.send_cancel(session.remote_id, idempotency_key=f"impo-cancel-{self.run.id}")
-        with self.fence():
-            bindings.note_cancel_sent(self.remote_turn)
+    def _send_cancel(self) -> None:
+        state = self.state
+        state.gateway.send_cancel(self.session.remote_id, idempotency_key=f"impo-cancel-{state.run.id}")
+        with state.fence():
+            bindings.note_cancel_sent(state.remote_turn)
 
 
 class _QuietReads:

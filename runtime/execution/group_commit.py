@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from impo.core.database import release_connection
+from core.database import release_connection
 from rebyte import bindings
 from rebyte.models import RemoteTurn
 from runtime.execution.heartbeat import several_runs_statement

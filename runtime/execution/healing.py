@@ -11,7 +11,7 @@ import logging
 
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode
+from core.error_codes import ErrorCode
 from rebyte import bindings
 from rebyte import sessions as rebyte_sessions
 from rebyte.client import RebyteGateway

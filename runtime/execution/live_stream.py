@@ -12,7 +12,7 @@ import time
 
 from django.conf import settings
 
-from impo.core.database import release_connection
+from core.database import release_connection
 from rebyte.client import LiveEvents, RebyteGateway
 from rebyte.failures import ProviderError
 

@@ -42,14 +42,11 @@ class Summaries:
     def read(self, event) -> tuple[str, str, bool] | None:
         """(step id, text so far, whether it ended) of a summary event; None for a delta it cannot place."""
         step = step_id(event.item_id, event.summary_index)
+        text = event.text  # a delta's new text, or the part's whole text so far (added, usually empty; done)
         if event.type == "agent.session.turn.reasoning_summary_text.delta":
             if step not in self._read:
                 return None
-            text = self._read[step] + event.delta
-        elif event.type == "agent.session.turn.reasoning_summary_text.done":
-            text = event.text
-        else:  # a part added (usually empty) or done (whole)
-            text = event.part.text
+            text = self._read[step] + text
         self._read[step] = text
         return step, text, event.type.endswith(".done")
 

@@ -5,18 +5,18 @@ import uuid
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import WRITE_ERRORS, responses
-from impo.core.serializers import StrictSerializer, validated
-from impo.core.views import IcaAPIView
+from core.error_codes import ErrorCode
+from core.openapi import WRITE_ERRORS, responses
+from core.serializers import StrictSerializer, validated
+from core.views import IcaAPIView
 from runtime import attempts, limits, selectors
 from runtime.execution import retries
+from runtime.http.history_serializers import ConversationPageSerializer, TaskConversationPageSerializer
 from runtime.http.serializers import (
     ConversationDeletedSerializer,
     ConversationListQuerySerializer,
     ConversationListSerializer,
     ConversationPageQuerySerializer,
-    ConversationPageSerializer,
     ConversationRenameSerializer,
     ConversationSerializer,
     ConversationSettingsOutSerializer,
@@ -27,12 +27,11 @@ from runtime.http.serializers import (
     RegenerateReceiptSerializer,
     RetryCommandSerializer,
     SubmissionSerializer,
-    TaskConversationPageSerializer,
     TaskCreateSerializer,
     TaskListSerializer,
     TaskReceiptSerializer,
 )
-from runtime.services import admission, commands, deletion, regeneration
+from runtime.services import commands, regeneration, tombstones
 from tools.selectors import approval_to_wire
 from tools.serializers import ToolApprovalAnswerSerializer, ToolApprovalSerializer
 
@@ -52,6 +51,8 @@ MESSAGE_EXAMPLES = [
         response_only=True,
         status_codes=["202"],
         value={
+            "userMessageId": "9b2d7c1e-5a43-4f0e-8f61-2c7d9e0a4b15",
+            "replyMessageId": "e63b2a0c-9d4f-4a87-bc35-7b0f4d8e2a19",
             "messageId": "9b2d7c1e-5a43-4f0e-8f61-2c7d9e0a4b15",
             "submissionId": "c41f0e8a-7b2d-4e65-9a13-5f8d2b6c0e97",
         },
@@ -77,6 +78,7 @@ REGENERATE_EXAMPLES = [
         value={
             "submissionId": "d52a1f9b-8c3e-4f76-ab24-6a9e3c7d1f08",
             "messageId": "e63b2a0c-9d4f-4a87-bc35-7b0f4d8e2a19",
+            "replyMessageId": "e63b2a0c-9d4f-4a87-bc35-7b0f4d8e2a19",
             "userMessageId": "7a1c6b0d-4e32-4d9f-8e50-1b6c8d9f3a04",
             "replacedMessageId": "9b2d7c1e-5a43-4f0e-8f61-2c7d9e0a4b15",
             "attempt": 2,
@@ -91,6 +93,11 @@ APPROVAL_EXAMPLES = [
         value={"decision": "approve", "clientDecisionId": "5d6e7f80-1a2b-4c3d-8e9f-0a1b2c3d4e5f"},
     ),
     OpenApiExample(
+        "Always allow for this tool",
+        request_only=True,
+        value={"decision": "approve", "remember": True, "clientDecisionId": "7f8091a2-3c4d-4e5f-8a1b-2c3d4e5f6071"},
+    ),
+    OpenApiExample(
         "Deny, with a reason the agent reads",
         request_only=True,
         value={"decision": "deny", "reason": "Not now.", "clientDecisionId": "6e7f8091-2b3c-4d4e-9f0a-1b2c3d4e5f60"},
@@ -99,19 +106,17 @@ APPROVAL_EXAMPLES = [
 
 # Commands that start a run are limited per user (429 rate_limited with Retry-After).
 ADMISSION_ERRORS = (*WRITE_ERRORS, 429)
-
-
-def _admitted(request, command: admission.MessageCommand, submit) -> commands.Receipt:
-    """Counts the command against the user's rate, admits it with `submit(active_run_cap=…)`; a replay is refunded."""
-    hit = limits.check_admission(request.user, command.client_message_id)
-    receipt = submit(active_run_cap=limits.active_run_cap())
-    if receipt.replayed and hit is not None:
-        hit.refund_replay_of(receipt.submission_id)
-    return receipt
+# A message's `attachmentIds` (docs/api.md "Messages with files").
+FILE_ERRORS = (ErrorCode.INVALID_ATTACHMENTS, ErrorCode.UPLOAD_INCOMPLETE)
 
 
 def _message_receipt(receipt: commands.Receipt) -> dict:
-    return {"messageId": str(receipt.user_message_id), "submissionId": str(receipt.submission_id)}
+    return {
+        "userMessageId": str(receipt.user_message_id),
+        "replyMessageId": str(receipt.reply_message_id),
+        "messageId": str(receipt.user_message_id),  # the first name, kept for clients that read it
+        "submissionId": str(receipt.submission_id),
+    }
 
 
 def _settings_of(conversation_id, policy: str) -> dict:
@@ -132,17 +137,13 @@ class MainChatMessagesView(IcaAPIView):
             ErrorCode.IDEMPOTENCY_CONFLICT,
             ErrorCode.RUN_IN_PROGRESS,
             *ADMISSION_ERRORS,
+            *FILE_ERRORS,
         ),
     )
     def post(self, request):
-        command = validated(MessageCommandSerializer, request.data).to_command()
-        receipt = _admitted(
-            request,
-            command,
-            lambda active_run_cap: commands.submit_main_chat_message(
-                owner=request.user, command=command, active_run_cap=active_run_cap
-            ),
-        )
+        command = MessageCommandSerializer.validated(request.data).to_command()
+        with limits.admission(request.user, command.client_message_id) as admission:
+            receipt = commands.submit_main_chat_message(owner=request.user, command=command, admission=admission)
         return Response(_message_receipt(receipt), status=202)
 
 
@@ -153,6 +154,7 @@ class MainChatConversationView(IcaAPIView):
         parameters=[ConversationPageQuerySerializer], responses=responses({200: ConversationPageSerializer}, 400)
     )
     def get(self, request):
+        # A GET that writes: a client needs Main Chat's id before a first message; get_or_create is idempotent.
         conversation = commands.ensure_main_conversation(request.user)
         return Response(_page_of(conversation, self.query))
 
@@ -175,7 +177,7 @@ class MainChatConversationView(IcaAPIView):
         " and the next message or read opens a new, empty one with a fresh session. Idempotent.",
     )
     def delete(self, request):
-        deletion.clear_main_chat(owner=request.user)
+        tombstones.clear_main_chat(owner=request.user)
         return Response({"deleted": True}, status=202)
 
 
@@ -223,21 +225,16 @@ class TasksView(IcaAPIView):
     @extend_schema(
         examples=TASK_EXAMPLES,
         request=TaskCreateSerializer,
-        responses=responses({202: TaskReceiptSerializer}, ErrorCode.IDEMPOTENCY_CONFLICT, *ADMISSION_ERRORS),
+        responses=responses(
+            {202: TaskReceiptSerializer}, ErrorCode.IDEMPOTENCY_CONFLICT, *ADMISSION_ERRORS, *FILE_ERRORS
+        ),
     )
     def post(self, request):
-        serializer = validated(TaskCreateSerializer, request.data)
+        serializer = TaskCreateSerializer.validated(request.data)
         command = serializer.to_command()
-        receipt = _admitted(
-            request,
-            command,
-            lambda active_run_cap: commands.create_task(
-                owner=request.user,
-                command=command,
-                title=serializer.validated_data.get("title"),
-                active_run_cap=active_run_cap,
-            ),
-        )
+        title = serializer.validated_data.get("title")
+        with limits.admission(request.user, command.client_message_id) as admission:
+            receipt = commands.create_task(owner=request.user, command=command, title=title, admission=admission)
         return Response(
             {
                 "taskId": str(receipt.task_id),
@@ -257,7 +254,7 @@ class TaskView(IcaAPIView):
         " provider and its stored rows are removed in the background. Idempotent: a repeat is answered the same.",
     )
     def delete(self, request, task_id: uuid.UUID):
-        deletion.delete_task(owner=request.user, task_id=task_id)
+        tombstones.delete_task(owner=request.user, task_id=task_id)
         return Response({"deleted": True}, status=202)
 
 
@@ -270,17 +267,15 @@ class TaskMessagesView(IcaAPIView):
             ErrorCode.IDEMPOTENCY_CONFLICT,
             ErrorCode.RUN_IN_PROGRESS,
             *ADMISSION_ERRORS,
+            *FILE_ERRORS,
         ),
     )
     def post(self, request, task_id: uuid.UUID):
-        command = validated(MessageCommandSerializer, request.data).to_command()
-        receipt = _admitted(
-            request,
-            command,
-            lambda active_run_cap: commands.submit_task_message(
-                owner=request.user, task_id=task_id, command=command, active_run_cap=active_run_cap
-            ),
-        )
+        command = MessageCommandSerializer.validated(request.data).to_command()
+        with limits.admission(request.user, command.client_message_id) as admission:
+            receipt = commands.submit_task_message(
+                owner=request.user, task_id=task_id, command=command, admission=admission
+            )
         return Response(_message_receipt(receipt), status=202)
 
 
@@ -327,15 +322,22 @@ class RegenerateView(IcaAPIView):
         " 409 `run_in_progress` while a run of the conversation is unfinished.",
     )
     def post(self, request, message_id: uuid.UUID):
-        command = validated(RegenerateCommandSerializer, request.data).to_command()
-        receipt = _admitted(
+        return command_on_message(
             request,
-            command,
-            lambda active_run_cap: regeneration.regenerate_reply(
-                owner=request.user, message_id=message_id, command=command, active_run_cap=active_run_cap
-            ),
+            message_id,
+            RegenerateCommandSerializer,
+            regeneration.regenerate_reply,
+            attempts.regeneration_to_wire,
         )
-        return Response(attempts.regeneration_to_wire(receipt.submission_id), status=202)
+
+
+def command_on_message(request, message_id: uuid.UUID, serializer, admit, receipt_to_wire) -> Response:
+    """A command on one of the owner's messages (regenerate, edit): its body read, admitted by `admit` under the
+    owner's limits, and answered 202 with `receipt_to_wire` of its submission (a replay's too)."""
+    command = validated(serializer, request.data).to_command()
+    with limits.admission(request.user, command.client_message_id) as admission:
+        receipt = admit(owner=request.user, message_id=message_id, command=command, admission=admission)
+    return Response(receipt_to_wire(receipt.submission_id), status=202)
 
 
 class SubmissionView(IcaAPIView):
@@ -381,6 +383,7 @@ class ToolCallApprovalView(IcaAPIView):
         responses=responses(
             {200: ToolApprovalSerializer},
             404,
+            ErrorCode.ALWAYS_ALLOW_NOT_OFFERED,
             ErrorCode.IDEMPOTENCY_CONFLICT,
             ErrorCode.APPROVAL_CONFLICT,
             ErrorCode.APPROVAL_EXPIRED,

@@ -8,10 +8,10 @@ import uuid
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import WRITE_ERRORS, responses
-from impo.core.serializers import validated
-from impo.core.views import IcaAPIView
+from core.error_codes import ErrorCode
+from core.openapi import WRITE_ERRORS, responses
+from core.serializers import validated
+from core.views import IcaAPIView
 from runtime.services import devices
 from tools import selectors
 from tools.serializers import (

@@ -2,16 +2,18 @@
 
 from datetime import datetime
 
+from django.conf import settings
 from rest_framework import serializers
 
-from impo.core.openapi import RunErrorCodeField, ToolErrorCodeField
-from impo.core.serializers import CleanTextField, StrictSerializer, StrictUUIDField
-from impo.core.time_zones import iana_time_zone_names
-from runtime.models import ConversationKind, MessagePolicy, MessageRole, MessageStatus, RunState
+from core.error_codes import ErrorCode
+from core.errors import refused_fields
+from core.openapi import RunErrorCodeField
+from core.serializers import CleanTextField, StrictSerializer, StrictUUIDField
+from core.time_zones import iana_time_zone_names
+from runtime.models import ConversationKind, MessagePolicy, RunState
 from runtime.selectors import TASK_STATUSES
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import TASK_TITLE_MAX
-from tools.models import ApprovalOutcome, ApprovalStatus
 
 MESSAGE_TEXT_MAX = 32_768
 TASK_FIRST_MESSAGE_MAX = 4_000
@@ -48,9 +50,31 @@ class ClientContextSerializer(StrictSerializer):
     currentDate = OffsetTimestampField(help_text="The client's current date and time, with its UTC offset.")
 
 
+class MessageTextField(CleanTextField):
+    """A message's text, which may be blank here: the message's serializer refuses blank text unless files are
+    attached (docs/api.md "Messages with files")."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, default="", allow_blank=True, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not data.strip():
+            return data
+        return super().to_internal_value(data)
+
+
 class MessageCommandSerializer(StrictSerializer):
     clientMessageId = CleanTextField(max_length=CLIENT_MESSAGE_ID_MAX)
-    text = CleanTextField(max_length=MESSAGE_TEXT_MAX)
+    text = MessageTextField(
+        max_length=MESSAGE_TEXT_MAX, help_text="Nonblank, unless `attachmentIds` names at least one file."
+    )
+    attachmentIds = serializers.ListField(
+        child=StrictUUIDField(),
+        required=False,
+        help_text="The sender's completed files (POST /api/v1/attachments/{id}/complete), in the order shown: at"
+        " most `maxFiles` (GET /api/v1/attachments), each once. A bad list is 400 `invalid_attachments` (another"
+        " user's id looks like an unknown one); a file not yet completed is 409 `upload_incomplete`.",
+    )
     deviceId = StrictUUIDField(required=False, allow_null=True)
     clientContext = ClientContextSerializer(required=False, allow_null=True)
     messagePolicy = serializers.ChoiceField(
@@ -63,8 +87,32 @@ class MessageCommandSerializer(StrictSerializer):
         " gets its original receipt whatever it names.",
     )
 
+    @classmethod
+    def validated(cls, data) -> "MessageCommandSerializer":
+        """The bound serializer once `data` passes; a refusal of `attachmentIds` alone is 400 `invalid_attachments`,
+        any other 400 `invalid_request`."""
+        serializer = cls(data=data)
+        if not serializer.is_valid():
+            errors = serializer.errors
+            only_files = set(errors) == {"attachmentIds"}
+            raise refused_fields(errors, ErrorCode.INVALID_ATTACHMENTS if only_files else ErrorCode.INVALID_REQUEST)
+        return serializer
+
+    def validate_attachmentIds(self, value: list) -> list:
+        if len(value) > settings.IMPO_ATTACHMENT_MAX_FILES:
+            raise serializers.ValidationError(f"At most {settings.IMPO_ATTACHMENT_MAX_FILES} files.")
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("Each file at most once.")
+        return value
+
+    def validate(self, data: dict) -> dict:
+        if not data["text"].strip() and not data.get("attachmentIds"):
+            raise serializers.ValidationError({"text": "Must not be blank (unless files are attached)."})
+        return data
+
     def to_command(self) -> MessageCommand:
-        # Whose device `deviceId` names is checked by admission itself (another user's is not found).
+        # Whose device `deviceId` names, and whose files `attachmentIds` name, is checked by admission itself
+        # (another user's is not found).
         data = self.validated_data
         return MessageCommand(
             client_message_id=data["clientMessageId"],
@@ -72,6 +120,7 @@ class MessageCommandSerializer(StrictSerializer):
             device_id=data.get("deviceId"),
             client_context=dict(data.get("clientContext") or {}),
             message_policy=data.get("messagePolicy"),
+            attachment_ids=tuple(data.get("attachmentIds") or ()),
         )
 
 
@@ -97,10 +146,20 @@ class RegenerateCommandSerializer(StrictSerializer):
         )
 
 
+class EditCommandSerializer(MessageCommandSerializer):
+    """An edit is a message's words again, in place of the last ones: it follows no policy (it is refused while a
+    reply runs), and the new version shows the files the edited one showed, so it names none."""
+
+    messagePolicy = None
+    attachmentIds = None
+
+
 class TaskCreateSerializer(MessageCommandSerializer):
     """A task runs in the background, never on a device: it takes no `deviceId`."""
 
-    text = CleanTextField(max_length=TASK_FIRST_MESSAGE_MAX)
+    text = MessageTextField(
+        max_length=TASK_FIRST_MESSAGE_MAX, help_text="Nonblank, unless `attachmentIds` names at least one file."
+    )
     title = CleanTextField(max_length=TASK_TITLE_MAX, required=False, allow_null=True)
     # Tasks never run device tools, so a new task names no device (docs/design.md §2): the field is unknown here.
     deviceId = None
@@ -150,16 +209,33 @@ class ConversationRenameSerializer(StrictSerializer):
 
 
 class MessageReceiptSerializer(serializers.Serializer):
-    messageId = serializers.UUIDField()
+    userMessageId = serializers.UUIDField(help_text="The message sent: the user's.")
+    replyMessageId = serializers.UUIDField(
+        help_text="The reply its run writes (the submission's `replyMessageId`; what Regenerate takes)."
+    )
+    messageId = serializers.UUIDField(
+        help_text="Deprecated, kept for compatibility: the same as `userMessageId` (the submission's `messageId` is"
+        " the reply's, hence the two names above)."
+    )
     submissionId = serializers.UUIDField()
 
 
 class RegenerateReceiptSerializer(serializers.Serializer):
     submissionId = serializers.UUIDField(help_text="The new attempt's submission (status, stream, cancel, retry).")
     messageId = serializers.UUIDField(help_text="The new reply: the conversation's last message.")
+    replyMessageId = serializers.UUIDField(help_text="The same as `messageId`, named as in the message receipt.")
     userMessageId = serializers.UUIDField(help_text="The user message every attempt answers.")
     replacedMessageId = serializers.UUIDField(help_text="The reply it replaces, kept as an earlier attempt.")
     attempt = serializers.IntegerField(min_value=2, help_text="Its number among the attempts, the first reply's 1.")
+
+
+class EditReceiptSerializer(serializers.Serializer):
+    submissionId = serializers.UUIDField(help_text="The new version's submission (status, stream, cancel, retry).")
+    messageId = serializers.UUIDField(help_text="The new version of the user message (kept for compatibility).")
+    userMessageId = serializers.UUIDField(help_text="The new version of the user message.")
+    replyMessageId = serializers.UUIDField(help_text="Its reply: the conversation's last message.")
+    previousVersionId = serializers.UUIDField(help_text="The version before it, kept with its replies.")
+    version = serializers.IntegerField(min_value=2, help_text="Its number among the versions, the first message's 1.")
 
 
 class TaskReceiptSerializer(MessageReceiptSerializer):
@@ -189,8 +265,12 @@ class RetryCommandSerializer(StrictSerializer):
 
 class SubmissionSerializer(serializers.Serializer):
     submissionId = serializers.UUIDField()
-    messageId = serializers.UUIDField(help_text="The assistant message.")
-    userMessageId = serializers.UUIDField()
+    messageId = serializers.UUIDField(
+        help_text="Deprecated, kept for compatibility: the same as `replyMessageId` (the receipt's `messageId` is"
+        " the user's)."
+    )
+    userMessageId = serializers.UUIDField(help_text="The user's message.")
+    replyMessageId = serializers.UUIDField(help_text="The assistant message: the reply.")
     conversationId = serializers.UUIDField()
     taskId = serializers.UUIDField(allow_null=True)
     status = serializers.ChoiceField(choices=RunState.choices)
@@ -205,76 +285,6 @@ class SubmissionSerializer(serializers.Serializer):
     traceId = serializers.CharField(
         allow_null=True, help_text="The run's OpenTelemetry trace id (32 hex digits); null when tracing was off."
     )
-
-
-class ToolApprovalStateSerializer(serializers.Serializer):
-    approvalId = serializers.UUIDField(help_text="Answered at POST /api/v1/tool-calls/{approvalId}/approval.")
-    status = serializers.ChoiceField(choices=ApprovalStatus.choices)
-    outcome = serializers.ChoiceField(choices=ApprovalOutcome.choices, allow_null=True)
-    expiresAt = serializers.DateTimeField()
-
-
-class ToolStateSerializer(serializers.Serializer):
-    toolCallId = serializers.CharField()
-    toolName = serializers.CharField()
-    state = serializers.ChoiceField(
-        choices=["requested", "awaiting_approval", "accepted", "completed", "failed", "uncertain"]
-    )
-    errorCode = ToolErrorCodeField(allow_null=True)
-    approval = ToolApprovalStateSerializer(allow_null=True)
-
-
-class HistoryMessageSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    role = serializers.ChoiceField(choices=MessageRole.choices)
-    sequence = serializers.IntegerField(min_value=1)
-    text = serializers.CharField(allow_blank=True)
-    status = serializers.ChoiceField(choices=MessageStatus.choices)
-    createdAt = serializers.DateTimeField()
-    submissionId = serializers.UUIDField(
-        allow_null=True,
-        help_text="A reply's submission (what `/submissions/{id}/retry` takes); null for a user message.",
-    )
-    tools = ToolStateSerializer(many=True)
-    replyTo = serializers.UUIDField(allow_null=True, help_text="The user message a reply answers; null for a user's.")
-    attempt = serializers.IntegerField(
-        min_value=1,
-        allow_null=True,
-        help_text="A reply's number among the attempts at its user message (2 and up: regenerations); null for a"
-        " user message.",
-    )
-    attemptIds = serializers.ListField(
-        child=serializers.UUIDField(),
-        help_text="Every attempt's reply id, first to last (this one included); the last is the current one."
-        " Empty for a user message.",
-    )
-
-
-class ActiveSubmissionSerializer(serializers.Serializer):
-    submissionId = serializers.UUIDField()
-    messageId = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=RunState.choices)
-
-
-class ConversationPageSerializer(serializers.Serializer):
-    conversationId = serializers.UUIDField()
-    messages = HistoryMessageSerializer(many=True)
-    activeSubmissions = ActiveSubmissionSerializer(many=True)
-    hasMore = serializers.BooleanField()
-    nextAfterSequence = serializers.IntegerField(min_value=0)
-    lastEventSeq = serializers.IntegerField(min_value=0)
-    eventsCompactedThrough = serializers.IntegerField(
-        min_value=0,
-        help_text="Every event seq the retention window removed is at or below this (0: none). A websocket resumed"
-        " with an `after` below it may be closed with 4410 (`snapshot.reload`): reload this page and resume from"
-        " `lastEventSeq`.",
-    )
-    messagePolicy = serializers.ChoiceField(choices=MessagePolicy.choices)
-
-
-class TaskConversationPageSerializer(ConversationPageSerializer):
-    taskId = serializers.UUIDField()
-    title = serializers.CharField()
 
 
 class TaskSerializer(serializers.Serializer):
@@ -297,6 +307,12 @@ class ConversationSerializer(serializers.Serializer):
     )
     status = serializers.ChoiceField(
         choices=TASK_STATUSES, allow_null=True, help_text="Its latest run's status; null before its first message."
+    )
+    runState = serializers.ChoiceField(
+        choices=RunState.choices,
+        allow_null=True,
+        help_text="Its latest run's own state (`waiting_approval`: it needs its owner's answer); null before its first"
+        " message.",
     )
     createdAt = serializers.DateTimeField()
     lastActivityAt = serializers.DateTimeField(help_text="When its last message was sent (else when it was made).")

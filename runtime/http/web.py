@@ -12,9 +12,10 @@ from django.template import loader
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from impo.core import errors
+from core import errors
 from runtime import selectors
 from runtime.services import commands
+from tools.permissions import permissions_to_wire
 from tools.registry import registry
 
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO order: 1 = Monday
@@ -39,6 +40,7 @@ def push_worker(request):
 @login_required
 @ensure_csrf_cookie
 def main_chat(request):
+    # A GET that writes: the page's socket needs Main Chat's id before a first message; get_or_create is idempotent.
     conversation = commands.ensure_main_conversation(request.user)
     return render(
         request,
@@ -68,6 +70,13 @@ def task_list(request):
 
 @login_required
 @ensure_csrf_cookie
+def task_new(request):
+    """An empty composer whose first message starts a Task (the page script posts it to /api/v1/tasks)."""
+    return render(request, "chat/new_task.html")
+
+
+@login_required
+@ensure_csrf_cookie
 def task_view(request, task_id: uuid.UUID):
     try:
         task = selectors.task_for_owner(request.user, task_id)
@@ -89,7 +98,7 @@ def task_view(request, task_id: uuid.UUID):
 
 @login_required
 @ensure_csrf_cookie
-def scheduled_tasks(request):
+def schedules(request):
     """The list, form and runs are drawn by the page script from /api/v1/scheduled-tasks."""
     return render(request, "chat/schedules.html", {"weekdays": WEEKDAYS})
 
@@ -97,8 +106,9 @@ def scheduled_tasks(request):
 @login_required
 @ensure_csrf_cookie
 def account(request):
-    """The account's page: its data to download, and its deletion (the page script calls DELETE /api/v1/account)."""
-    return render(request, "chat/account.html")
+    """The account's page: the tools it always allows (each revoked by the page script through DELETE
+    /api/v1/account/tool-permissions/<tool>), its data to download, and its deletion (DELETE /api/v1/account)."""
+    return render(request, "chat/account.html", {"tool_permissions": permissions_to_wire(request.user.id)})
 
 
 def page_not_found(request, exception=None):

@@ -3,14 +3,15 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from impo.core.login import throttled_login
+from core.login import throttled_login
 from runtime.http import web
 
 urlpatterns = [
     path("", web.main_chat, name="main-chat"),
     path("tasks/", web.task_list, name="task-list"),
+    path("tasks/new/", web.task_new, name="task-new"),
     path("tasks/<uuid:task_id>/", web.task_view, name="task-view"),
-    path("schedules/", web.scheduled_tasks, name="scheduled-tasks"),
+    path("schedules/", web.schedules, name="scheduled-tasks"),
     path("account/", web.account, name="account"),
     path("login/", throttled_login(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -3,6 +3,9 @@
 Pure and incremental: fed the persisted events in `seq` order, it yields the chunks that rebuild the
 assistant message, so a fresh open replays the log and a live stream feeds each new event.
 
+The files the user's message carries open the reply's stream as `data-instant-file` parts (from its
+`submission.accepted`), the same parts history shows on the user message.
+
 Long phases (the agent starting before any text, a tool running, a device's turn) are told as transient
 `data-instant-step` chunks derived from the same events, so a client never looks idle while work happens. The
 agent's reasoning summaries (`run.progress` events of kind `thinking`) are `reasoning` parts, which the AI SDK's
@@ -15,8 +18,9 @@ part (`approvalId` is what `POST /api/v1/tool-calls/{approvalId}/approval` answe
 the call's output, or `tool-output-denied` for a denial (the agent itself gets the denial as a tool error).
 """
 
-from impo.core.error_codes import ErrorCode
+from core.error_codes import ErrorCode
 from runtime.models import EventType, RunState
+from runtime.services.projection import PART_BREAK
 
 STATUS_CHUNK = "data-instant-submission"
 DEVICE_REQUEST_CHUNK = "data-instant-device-request"
@@ -41,6 +45,7 @@ class UIMessageStream:
         self.text_by_part: dict[str, str] = {}
         self.running_steps: dict[str, dict] = {}
         self.denied_calls: set[str] = set()
+        self.files_shown = False
         self.finished = False
 
     def start(self) -> list[dict]:
@@ -101,6 +106,8 @@ class UIMessageStream:
                     "errorText": payload.get("code", "uncertain"),
                 }
             ]
+        if kind == EventType.SUBMISSION_ACCEPTED:
+            return self._files(payload) + [self.status(_STATUS_OF_EVENT[kind])]
         if kind in _STATUS_OF_EVENT:
             return [self.status(_STATUS_OF_EVENT[kind])]
         if kind == EventType.RUN_COMPLETED:
@@ -111,6 +118,14 @@ class UIMessageStream:
         if kind == EventType.RUN_CANCELLED:
             return self._finish("cancelled", {"type": "abort"})
         return []
+
+    def _files(self, payload: dict) -> list[dict]:
+        """The files the user's message carries, each its `data-instant-file` part (as history's `parts` show
+        them), once per stream: an acceptance again (a staff retry) names the same files."""
+        if self.files_shown:
+            return []
+        self.files_shown = True
+        return list(payload["userMessage"].get("parts", []))
 
     # --- steps ----------------------------------------------------------------------------------
 
@@ -199,6 +214,8 @@ class UIMessageStream:
         return [self._step(step_id, opened["kind"], opened["title"], "completed", result=payload.get("output"))]
 
     def _text_delta(self, part_id: str, delta: str) -> list[dict]:
+        if part_id not in self.text_by_part:
+            delta = delta.removeprefix(PART_BREAK)  # a part of its own here: the break is for the message's text
         chunks = []
         if part_id not in self.open_text_parts:
             self.open_text_parts.append(part_id)

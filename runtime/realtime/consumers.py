@@ -10,7 +10,6 @@ slot, its subscriptions and its group membership are given back, so a crash neve
 
 import asyncio
 import contextlib
-import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -19,14 +18,14 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 from django.conf import settings
+from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.realtime import socket_catch_up
-from runtime.services.deletion import DELETED_MESSAGE
-
-logger = logging.getLogger(__name__)
+from runtime.realtime.live_push import live_push
+from runtime.services.tombstones import DELETED_MESSAGE
 
 # Application close code (4000-4999) for "too many open sockets": 4000 + the HTTP status it stands for.
 RATE_LIMITED_CLOSE_CODE = 4429
@@ -39,6 +38,9 @@ EVENTS_COMPACTED_CLOSE_CODE = 4410
 # Application close code for "this conversation was deleted" (4000 + 404): sent after one `conversation.deleted` frame,
 # at once for every open socket of it (docs/api.md); reconnecting is refused like any unknown conversation.
 CONVERSATION_DELETED_CLOSE_CODE = 4404
+# RFC 6455 (IANA registry): "Try Again Later", for a socket the server cannot serve for now (PostgreSQL restarting):
+# the socket's 503, where an exception before accept would answer the handshake 500.
+TRY_AGAIN_LATER_CLOSE_CODE = 1013
 RELOAD_MESSAGE = {
     "type": "snapshot.reload",
     "reason": "events_compacted",
@@ -72,10 +74,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         while True:
             try:
                 return await self.channel_layer.receive(self.channel_name)
-            except (RedisError, OSError) as exc:
-                if self.joined:
-                    logger.warning("live push of %s lost, serving from the log: %r", self.channel_name, exc)
-                # Not joined any more: the catch-up loop polls the log and joins the group again.
+            except (RedisError, OSError):
+                # Not joined any more: the catch-up loop polls the log and joins the group again, and its join says
+                # whether the live push is away (`live_push`). A read failing alone is no outage: a connection
+                # opened before Redis restarted fails once when Redis is back.
                 self.joined = False
                 await asyncio.sleep(settings.IMPO_SOCKET_POLL_WITHOUT_PUSH_SECONDS)
 
@@ -86,7 +88,14 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated or after is None:
             await self.close()
             return
-        if not await database_sync_to_async(selectors.owns_conversation)(user, conversation_id):
+        try:
+            owned = await database_sync_to_async(selectors.owns_conversation)(user, conversation_id)
+        except DatabaseError:
+            # Accepted first, as the cap's refusal is, so the client reads a passing outage, not a refusal.
+            await self.accept()
+            await self.close(code=TRY_AGAIN_LATER_CLOSE_CODE, reason="the service is briefly unavailable")
+            return
+        if not owned:
             await self.close()
             return
         slot = limits.websocket_slot(user)
@@ -215,8 +224,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         try:
             await self.channel_layer.group_add(conversation_group(self.conversation_id), self.channel_name)
         except (RedisError, OSError) as exc:
-            logger.warning("live push unavailable for %s, serving from the log: %s", self.conversation_id, exc)
+            live_push.failed(exc)
             return False
+        live_push.succeeded()
         return True
 
 

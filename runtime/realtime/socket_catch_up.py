@@ -3,9 +3,10 @@
 The live push is a hint, so an open socket must also notice events whose push was lost. A loop per socket made
 that one query per socket per interval, which saturated the process's single database thread at a few hundred
 sockets. Here each interval reads the newest `seq` of every watched conversation in ONE query, and only the
-sockets that are behind read their gap; every 15 s the subscriber counts and connection slots of all sockets are
-refreshed with one query and one Redis round trip each, and each socket renews its group membership (a process
-that dies leaves its channels in their groups until the membership expires: `IMPO_CHANNEL_GROUP_EXPIRY_SECONDS`).
+sockets that are behind read their gap; every 15 s (`IMPO_SOCKET_PRESENCE_SECONDS`) the subscriber counts and
+connection slots of all sockets are refreshed with one query and one Redis round trip each, and each socket renews
+its group membership (a process that dies leaves its channels in their groups until the membership expires:
+`IMPO_CHANNEL_GROUP_EXPIRY_SECONDS`).
 Started by the first socket, it ends with the last, and it outlives any error of PostgreSQL or Redis (logged),
 so no socket goes silent for good.
 """
@@ -22,9 +23,6 @@ from django.conf import settings
 from runtime import limits, selectors, subscribers
 
 logger = logging.getLogger(__name__)
-
-# Subscriber entries live 45 s and slots 60 s: refreshed this often, two refreshes may fail before one lapses.
-PRESENCE_REFRESH_SECONDS = 15.0
 
 
 class WatchingSocket(Protocol):
@@ -79,7 +77,8 @@ class CatchUpLoop:
                 await self._send_what_was_missed(sockets)
             except Exception:
                 logger.exception("catch-up of %d sockets failed; retrying", len(sockets))
-            if time.monotonic() - self.presence_refreshed_at < PRESENCE_REFRESH_SECONDS:
+            # Subscriber entries live 45 s, slots 60 s: refreshed every 15 s, two refreshes may fail before one lapses.
+            if time.monotonic() - self.presence_refreshed_at < settings.IMPO_SOCKET_PRESENCE_SECONDS:
                 continue
             self.presence_refreshed_at = time.monotonic()
             try:

@@ -19,13 +19,14 @@ from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from redis.exceptions import RedisError
 
-from impo.core.authentication import arequest_user
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import ApplicationError, InvalidRequest, application_error_response, unauthorized
-from impo.core.views import parse_path_id
+from core.authentication import arequest_user
+from core.error_codes import ErrorCode
+from core.errors import ApplicationError, InvalidRequest, application_error_response, unauthorized
+from core.views import parse_path_id
 from runtime import limits, selectors, subscribers
 from runtime.outbound import conversation_group
 from runtime.realtime.ai_sdk_stream import UIMessageStream, compact
+from runtime.realtime.live_push import live_push
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +130,9 @@ async def _join(layer, group: str, channel: str) -> bool:
     try:
         await layer.group_add(group, channel)
     except (RedisError, OSError) as exc:
-        logger.warning("live push unavailable, polling the event log: %s", exc)
+        live_push.failed(exc)
         return False
+    live_push.succeeded()
     return True
 
 
@@ -140,6 +142,6 @@ async def _wait_for_push(layer, channel: str) -> tuple[bool, dict | None]:
         return True, await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
     except TimeoutError:
         return True, None
-    except (RedisError, OSError) as exc:
-        logger.warning("live push lost, polling the event log: %s", exc)
+    except (RedisError, OSError):
+        # The stream polls and joins again, and its join says whether the live push is away (as a socket's does).
         return False, None

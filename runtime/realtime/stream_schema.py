@@ -4,8 +4,8 @@
 drf-spectacular does not see it; this post-processing hook states it, so the schema lists every route of ICA v1.
 """
 
-from impo.core.error_codes import ErrorCode
-from impo.core.openapi import narrowed_error_schema
+from core.error_codes import ErrorCode
+from core.openapi import narrowed_error_schema
 
 STREAM_PATH = "/api/v1/submissions/{submission_id}/stream"
 

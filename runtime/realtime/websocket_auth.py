@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from impo.core.authentication import bearer_key, user_for_token
+from core.authentication import bearer_key, user_for_token
 
 
 def _headers(scope) -> dict[str, str]:

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from impo.core import telemetry
+from core import telemetry
 from runtime.events import sequence_allocation
 from runtime.models import (
     COUNTED_RUN_STATES,
@@ -42,14 +42,19 @@ class MessageCommand:
     # Overrides the conversation's policy for this message only. It decides how the message is admitted, not
     # what it says, so it is no part of the fingerprint: a replay gets the original receipt whatever it names.
     message_policy: str | None = None
+    # The sender's files the message carries, in the order sent (the client's ids, checked by admission).
+    attachment_ids: tuple[uuid.UUID, ...] = ()
 
     def fingerprint(self, target: str, **extra) -> str:
+        # Named only when there are files, so a message without any keeps the fingerprint it was admitted with.
+        files = {"attachmentIds": [str(client_id) for client_id in self.attachment_ids]} if self.attachment_ids else {}
         canonical = json.dumps(
             {
                 "target": target,
                 "text": self.text,
                 "deviceId": str(self.device_id) if self.device_id else None,
                 "clientContext": self.client_context,
+                **files,
                 **extra,
             },
             sort_keys=True,
@@ -157,7 +162,14 @@ _ADMISSION_RESULT_SQL = """
 
 
 def admission_statement(
-    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+    owner,
+    target,
+    command: MessageCommand,
+    fingerprint: str,
+    active_run_cap: int | None,
+    *,
+    policy_decided: bool,
+    file_parts: list[dict] = (),
 ) -> AdmissionStatement:
     """One statement that checks the owner's limits, allocates the conversation's sequences under its row lock,
     and inserts both messages, the submission, the queued run and its `submission.accepted` event.
@@ -166,6 +178,8 @@ def admission_statement(
     for this message is not `queue` and was not already decided under locks (`policy_decided`). A replayed
     clientMessageId violates the submission's unique constraint and fails the statement whole. `bench/admission.py`
     runs this very statement under pgbench.
+    `file_parts` are the parts of the files the message carries (`attachments.selectors.file_part`), for its
+    `submission.accepted`; the files themselves are linked by the caller, in the same transaction.
     """
     now = timezone.now()
     user_message, assistant_message, submission, run, event = _unsaved_rows(owner, command, fingerprint, now)
@@ -181,12 +195,35 @@ def admission_statement(
                 user_message=user_message,
                 assistant_message=assistant_message,
                 status=run.state,
+                file_parts=file_parts,
             )
         ),
     }
-    values_of = _SharedValues(params)
+    inserts = _inserts(user_message, assistant_message, submission, run, event, _SharedValues(params), now=now)
+    allocation = sequence_allocation(_ADMITTED_IF, events="1", messages="2", source="gate, target")
+    sql = f"""
+        WITH gate AS ({_GATE_SQL}), target AS (
+            SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
+              FROM runtime_conversation c WHERE {target.match(params)} AND c.deleted_at IS NULL
+        ), conversation AS ({allocation}), {", ".join(inserts)}
+        {_ADMISSION_RESULT_SQL}
+    """
+    return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
+
+
+def _inserts(
+    user_message: Message,
+    assistant_message: Message,
+    submission: Submission,
+    run: Run,
+    event: Event,
+    values_of: "_SharedValues",
+    *,
+    now: datetime,
+) -> list[str]:
+    """The statement's five inserts, each row placed in the conversation the statement allocated for."""
     on_conversation = {"conversation_id": "conversation.id"}
-    inserts = [
+    return [
         _insert_from_conversation(
             "user_message",
             user_message,
@@ -212,15 +249,6 @@ def admission_statement(
             returning="seq, payload, created_at",
         ),
     ]
-    allocation = sequence_allocation(_ADMITTED_IF, events="1", messages="2", source="gate, target")
-    sql = f"""
-        WITH gate AS ({_GATE_SQL}), target AS (
-            SELECT c.id, COALESCE(%(policy)s::text, c.message_policy) AS policy
-              FROM runtime_conversation c WHERE {target.match(params)} AND c.deleted_at IS NULL
-        ), conversation AS ({allocation}), {", ".join(inserts)}
-        {_ADMISSION_RESULT_SQL}
-    """
-    return AdmissionStatement(" ".join(sql.split()), params, user_message, submission, run, event)
 
 
 def _unsaved_rows(owner, command: MessageCommand, fingerprint: str, now):
@@ -301,12 +329,16 @@ def _insert_from_conversation(
     )
 
 
-def accepted_payload(*, submission_id, user_message: Message, assistant_message: Message, status: str) -> dict:
+def accepted_payload(
+    *, submission_id, user_message: Message, assistant_message: Message, status: str, file_parts: list[dict] = ()
+) -> dict:
     """The `submission.accepted` payload, at admission and at a staff retry: what a client needs to show a queued
-    reply (both messages and the run's state)."""
+    reply (both messages, the user's files as their `data-instant-file` parts when there are any, and the run's
+    state)."""
+    shown = {"id": str(user_message.id), "sequence": user_message.sequence, "text": user_message.text}
     return {
         "submissionId": str(submission_id),
-        "userMessage": {"id": str(user_message.id), "sequence": user_message.sequence, "text": user_message.text},
+        "userMessage": shown | ({"parts": list(file_parts)} if file_parts else {}),
         "assistantMessage": {"id": str(assistant_message.id), "sequence": assistant_message.sequence},
         "status": status,
     }

@@ -18,8 +18,8 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from impo.core.database import prepared_cursor
-from impo.core.error_codes import ErrorCode, RunError
+from core.database import prepared_cursor
+from core.error_codes import ErrorCode, RunError
 from runtime import locks
 from runtime.events import append_events, batched
 from runtime.models import LEASED_RUN_STATES, UNFINISHED_RUN_STATES, EventType, Run, RunState

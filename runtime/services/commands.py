@@ -3,14 +3,18 @@ receipt, `interrupt` and `reject` decided under locks), cancels and answers to t
 """
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
+from attachments import selectors as attachment_selectors
+from attachments import services as attachment_services
+from attachments.models import Attachment
+from core import telemetry
+from core.error_codes import ErrorCode
+from core.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
 from runtime import limits, locks, outbound
 from runtime.models import (
     UNFINISHED_RUN_STATES,
@@ -33,6 +37,7 @@ from runtime.services.admission import (
 )
 from runtime.wire import event_to_wire
 from tools import approvals as tool_approvals
+from tools import capabilities as tool_capabilities
 
 TASK_TITLE_MAX = 120
 
@@ -41,10 +46,19 @@ TASK_TITLE_MAX = 120
 class Receipt:
     submission_id: uuid.UUID
     user_message_id: uuid.UUID
+    reply_message_id: uuid.UUID  # the assistant message the submission's run writes
     conversation_id: uuid.UUID
     task_id: uuid.UUID | None
     # True when the command had been admitted before and this is its original receipt.
     replayed: bool = False
+
+    @classmethod
+    def of(cls, submission: Submission, conversation: Conversation, *, replayed: bool = False) -> "Receipt":
+        """The receipt of `submission`, admitted in `conversation`. Only a Task's conversation has a task: asking a
+        Main Chat's would cost a query that finds nothing."""
+        task_id = conversation.task.id if conversation.kind == ConversationKind.TASK else None
+        ids = (submission.id, submission.user_message_id, submission.assistant_message_id, conversation.id, task_id)
+        return cls(*ids, replayed=replayed)
 
 
 # Messages arriving together under `interrupt` can change a conversation's unfinished runs between the moment
@@ -53,32 +67,37 @@ POLICY_ADMISSION_ATTEMPTS = 3
 
 
 def ensure_main_conversation(owner) -> Conversation:
+    return _main_chat(owner)[0]
+
+
+def _main_chat(owner) -> tuple[Conversation, bool]:
+    """The owner's live Main Chat, and whether it was created now."""
     # A cleared Main Chat stays as a tombstone: the owner's live one is the one not deleted (a new one after a clear).
-    conversation, _ = Conversation.objects.get_or_create(owner=owner, kind=ConversationKind.MAIN_CHAT, deleted_at=None)
-    return conversation
+    return Conversation.objects.get_or_create(owner=owner, kind=ConversationKind.MAIN_CHAT, deleted_at=None)
 
 
-def submit_main_chat_message(*, owner, command: MessageCommand, active_run_cap: int | None = None) -> Receipt:
-    """Admits a Main Chat message; `active_run_cap` refuses it (429) while the owner has that many counted runs."""
+def submit_main_chat_message(*, owner, command: MessageCommand, admission: limits.Admission | None = None) -> Receipt:
+    """Admits a Main Chat message under `admission`'s limits (none without one)."""
     fingerprint = command.fingerprint("main_chat")
 
-    def admit() -> Receipt:
-        return _admit(owner, MainChatTarget(owner), command, fingerprint, active_run_cap)
+    def admit(active_run_cap: int | None) -> Receipt:
+        return _admit(_Admitting.of(owner, command, fingerprint, active_run_cap), MainChatTarget(owner))
 
-    return admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command, fingerprint, admit, admission)
 
 
 def create_task(
-    *, owner, command: MessageCommand, title: str | None = None, active_run_cap: int | None = None
+    *, owner, command: MessageCommand, title: str | None = None, admission: limits.Admission | None = None
 ) -> Receipt:
     """A new Task; the command's `message_policy` becomes its conversation's (its first message has no rival)."""
     fingerprint = command.fingerprint("new_task", title=title)
 
-    def admit() -> Receipt:
-        conversation, task = _new_task_conversation(owner, command, title)
-        return _admit(owner, ConversationTarget(conversation.id, task.id), command, fingerprint, active_run_cap)
+    def admit(active_run_cap: int | None) -> Receipt:
+        admitting = _Admitting.of(owner, command, fingerprint, active_run_cap)
+        conversation, task = _new_task_conversation(owner, command, title or admitting.files_title())
+        return _admit(admitting, ConversationTarget(conversation.id, task.id))
 
-    return admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command, fingerprint, admit, admission)
 
 
 def open_task(*, owner, command: MessageCommand, title: str | None = None) -> Receipt:
@@ -88,13 +107,8 @@ def open_task(*, owner, command: MessageCommand, title: str | None = None) -> Re
     caller owns idempotency, e.g. through a unique occurrence row written in the same transaction.
     """
     conversation, task = _new_task_conversation(owner, command, title)
-    return _admit(
-        owner,
-        ConversationTarget(conversation.id, task.id),
-        command,
-        command.fingerprint("new_task", title=title),
-        active_run_cap=None,
-    )
+    admitting = _Admitting.of(owner, command, command.fingerprint("new_task", title=title), active_run_cap=None)
+    return _admit(admitting, ConversationTarget(conversation.id, task.id))
 
 
 def _new_task_conversation(owner, command: MessageCommand, title: str | None) -> tuple[Conversation, Task]:
@@ -109,14 +123,36 @@ def _new_task_conversation(owner, command: MessageCommand, title: str | None) ->
 
 
 def submit_task_message(
-    *, owner, task_id: uuid.UUID, command: MessageCommand, active_run_cap: int | None = None
+    *, owner, task_id: uuid.UUID, command: MessageCommand, admission: limits.Admission | None = None
 ) -> Receipt:
     fingerprint = command.fingerprint(f"task:{task_id}")
 
-    def admit() -> Receipt:
-        return _admit(owner, TaskTarget(owner, task_id), command, fingerprint, active_run_cap)
+    def admit(active_run_cap: int | None) -> Receipt:
+        return _admit(_Admitting.of(owner, command, fingerprint, active_run_cap), TaskTarget(owner, task_id))
 
-    return admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command, fingerprint, admit, admission)
+
+
+@dataclass(frozen=True)
+class _Admitting:
+    """One command being admitted, with what its admission reads once: the files it carries (refused here, before
+    anything is admitted; linked under their lock once the conversation is, `_admission_statement`)."""
+
+    owner: object
+    command: MessageCommand
+    fingerprint: str
+    active_run_cap: int | None
+    files: list[Attachment]
+
+    @classmethod
+    def of(cls, owner, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> "_Admitting":
+        ids = command.attachment_ids
+        files = attachment_selectors.files_for_message(owner, ids) if ids else []
+        return cls(owner, command, fingerprint, active_run_cap, files)
+
+    def files_title(self) -> str | None:
+        """A task's title when its first message has files and no words: its first file's name."""
+        return self.files[0].name[:TASK_TITLE_MAX] if self.files else None
 
 
 def default_task_title(text: str) -> str:
@@ -136,31 +172,49 @@ class _ConversationChanged(Exception):
     """A run became unfinished after the unfinished runs were locked: the admission must start over."""
 
 
-def admit_once(owner, client_message_id: str, fingerprint: str, admit) -> Receipt:
-    """Runs `admit` in one durable transaction; the unique (owner, clientMessageId) constraint decides replays.
+# What refuses a command that may have been admitted before: its original receipt answers instead (the cap, an
+# unknown device, task or reply, the conversation's policy, a reply no longer the last, admissions that kept
+# changing the conversation).
+_REFUSALS = (RateLimited, NotFound, Conflict, ServiceUnavailable)
 
-    No lookup comes first: a replay's insert violates the constraint, the transaction rolls back whole, and the
-    original receipt is read instead. Two concurrent posts of one id end the same way for the one that loses.
-    A refusal (active-run cap, unknown device or task) is answered with the original receipt if there is one.
+
+def admit_once(
+    owner,
+    command: MessageCommand,
+    fingerprint: str,
+    admit: Callable[[int | None], Receipt],
+    admission: limits.Admission | None,
+) -> Receipt:
+    """Runs `admit(active_run_cap)` in one durable transaction; a command admitted before gets its original receipt.
+
+    This is the one place a replay is read. No lookup comes first: a replay's insert violates the unique (owner,
+    clientMessageId) constraint, the transaction rolls back whole, and the original receipt is read instead. Two
+    concurrent posts of one id end the same way for the one that loses. A refusal met before the insert (even one
+    under `interrupt`, whose cancels roll back with it) is answered with the original receipt if there is one.
     """
+    try:
+        return _in_one_transaction(admit, admission.active_run_cap if admission else None)
+    except IntegrityError as exc:
+        if _violated_constraint(exc) != CLIENT_MESSAGE_ID_CONSTRAINT:
+            raise
+        refusal: Exception = exc
+    except _REFUSALS as exc:
+        refusal = exc
+    replay = _replayed_receipt(owner, command.client_message_id, fingerprint)
+    if replay is None:
+        raise refusal
+    if admission is not None:
+        admission.replayed(replay.submission_id)
+    return replay
+
+
+def _in_one_transaction(admit: Callable[[int | None], Receipt], active_run_cap: int | None) -> Receipt:
     for _ in range(POLICY_ADMISSION_ATTEMPTS):
         try:
             with transaction.atomic(durable=True):
-                return admit()
+                return admit(active_run_cap)
         except _ConversationChanged:
             continue
-        except IntegrityError as exc:
-            if _violated_constraint(exc) != CLIENT_MESSAGE_ID_CONSTRAINT:
-                raise
-            replay = replayed_receipt(owner, client_message_id, fingerprint)
-            if replay is None:
-                raise
-            return replay
-        except (RateLimited, NotFound):
-            replay = replayed_receipt(owner, client_message_id, fingerprint)
-            if replay is None:
-                raise
-            return replay
     raise ServiceUnavailable("Messages to this conversation arrived together; send this one again.")
 
 
@@ -172,7 +226,7 @@ def _violated_constraint(exc: IntegrityError) -> str | None:
     return getattr(diagnostics, "constraint_name", None)
 
 
-def replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt | None:
+def _replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt | None:
     submission = (
         Submission.objects.filter(owner=owner, client_message_id=client_message_id)
         .select_related("conversation__task")
@@ -184,38 +238,29 @@ def replayed_receipt(owner, client_message_id: str, fingerprint: str) -> Receipt
         raise Conflict(
             "This clientMessageId was already used for a different message.", code=ErrorCode.IDEMPOTENCY_CONFLICT
         )
-    # Only a task conversation has a task; asking a Main Chat would cost a query that finds nothing.
-    conversation = submission.conversation
-    task = conversation.task if conversation.kind == ConversationKind.TASK else None
-    return Receipt(
-        submission_id=submission.id,
-        user_message_id=submission.user_message_id,
-        conversation_id=submission.conversation_id,
-        task_id=task.id if task else None,
-        replayed=True,
-    )
+    return Receipt.of(submission, submission.conversation, replayed=True)
 
 
-@telemetry.traced("impo.admission", attributes=lambda owner, *_, **__: {"impo.owner.id": owner.pk})
-def _admit(owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> Receipt:
-    """Admits the message inside the caller's transaction: the `queue` case in one statement, others under locks."""
-    receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=False)
+@telemetry.traced("impo.admission", attributes=lambda admitting, *_, **__: {"impo.owner.id": admitting.owner.pk})
+def _admit(admitting: _Admitting, target) -> Receipt:
+    """Admits the message inside the caller's transaction, the admission statement run at most twice: once alone,
+    which admits a message that queues; once more after what it cannot do alone, create the owner's Main Chat for
+    their first message, or decide a policy of `interrupt` or `reject` under locks."""
+    receipt, outcome = _admission_statement(admitting, target, policy_decided=False)
     if receipt is not None:
         return receipt
-    if outcome.conversation_id is None:
-        if not isinstance(target, MainChatTarget):
-            raise NotFound("No such task.")
-        # The owner's first message: the Main Chat is created in this same transaction.
-        target = ConversationTarget(ensure_main_conversation(owner).id, None)
-        receipt, outcome = _admission_statement(
-            owner, target, command, fingerprint, active_run_cap, policy_decided=False
-        )
-        if receipt is not None:
-            return receipt
-    _raise_refusal(outcome, active_run_cap)
-    return _admit_by_policy(
-        owner, ConversationTarget(outcome.conversation_id, target.task_id), command, fingerprint, active_run_cap
-    )
+    if outcome.conversation_id is not None:
+        _raise_refusal(outcome, admitting.active_run_cap)
+        return _admit_by_policy(admitting, ConversationTarget(outcome.conversation_id, target.task_id))
+    if not isinstance(target, MainChatTarget):
+        raise NotFound("No such task.")
+    conversation, created = _main_chat(admitting.owner)
+    target = ConversationTarget(conversation.id, None)
+    if not created:  # another first message created it meanwhile: its runs are decided about under locks
+        return _admit_by_policy(admitting, target)
+    # Created in this transaction, the conversation is seen by no other until commit: it has no run to wait for or
+    # interrupt, whatever its policy.
+    return _admit_decided(admitting, target)
 
 
 def _raise_refusal(outcome: AdmissionOutcome, active_run_cap: int | None) -> None:
@@ -226,22 +271,18 @@ def _raise_refusal(outcome: AdmissionOutcome, active_run_cap: int | None) -> Non
         raise NotFound("No such device.")
 
 
-def _admit_by_policy(
-    owner, target: "ConversationTarget", command: MessageCommand, fingerprint: str, active_run_cap: int | None
-) -> Receipt:
+def _admit_by_policy(admitting: _Admitting, target: ConversationTarget) -> Receipt:
     """Admission into a conversation whose policy for this message is `interrupt` or `reject`.
 
-    A replay never interrupts nor is rejected: it gets its original receipt. Otherwise the unfinished runs are
-    locked, then the conversation; from then on no run of it can start or end until commit, so `reject` answers
-    about runs that are really unfinished and `interrupt` requests the cancel of each of them in the transaction
-    that admits the new message (which then runs once they have ended: one writer per conversation).
+    The unfinished runs are locked, then the conversation; from then on no run of it can start or end until commit,
+    so `reject` answers about runs that are really unfinished and `interrupt` requests the cancel of each of them in
+    the transaction that admits the new message (which then runs once they have ended: one writer per
+    conversation). A replay is neither interrupted nor rejected: the caller answers its refusal, or its insert's,
+    with the original receipt (`admit_once`).
     """
-    replay = replayed_receipt(owner, command.client_message_id, fingerprint)
-    if replay is not None:
-        return replay
     locked_runs = locks.lock_unfinished_runs(target.conversation_id)
     conversation_policy = locks.lock_conversation(target.conversation_id)
-    policy = command.message_policy or conversation_policy
+    policy = admitting.command.message_policy or conversation_policy
     unfinished = list(
         Run.objects.filter(submission__conversation_id=target.conversation_id, state__in=UNFINISHED_RUN_STATES)
         .order_by("submission__user_message__sequence")
@@ -258,22 +299,39 @@ def _admit_by_policy(
             raise _ConversationChanged
         for run in locked_runs:
             lifecycle.cancel(run, by_owner=True)
-    receipt, outcome = _admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=True)
+    return _admit_decided(admitting, target)
+
+
+def _admit_decided(admitting: _Admitting, target: ConversationTarget) -> Receipt:
+    """The admission statement once the policy is decided: only a limit or a deleted conversation refuses it."""
+    receipt, outcome = _admission_statement(admitting, target, policy_decided=True)
     if receipt is None:
-        _raise_refusal(outcome, active_run_cap)
+        _raise_refusal(outcome, admitting.active_run_cap)
         raise NotFound("No such conversation.")  # deleted since its first statement found it
     return receipt
 
 
 def _admission_statement(
-    owner, target, command: MessageCommand, fingerprint: str, active_run_cap: int | None, *, policy_decided: bool
+    admitting: _Admitting, target, *, policy_decided: bool
 ) -> tuple[Receipt | None, AdmissionOutcome]:
-    statement = admission_statement(owner, target, command, fingerprint, active_run_cap, policy_decided=policy_decided)
+    """The statement run once; when it admitted the message (and so holds its conversation's row), the message's
+    files are linked under their own lock, which comes after the conversation's (docs/locking.md)."""
+    statement = admission_statement(
+        admitting.owner,
+        target,
+        admitting.command,
+        admitting.fingerprint,
+        admitting.active_run_cap,
+        policy_decided=policy_decided,
+        file_parts=[attachment_selectors.file_part(attachment) for attachment in admitting.files],
+    )
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, statement.params)
         outcome = AdmissionOutcome(*cursor.fetchone())
     if outcome.event_seq is None:
         return None, outcome
+    if admitting.files:
+        attachment_services.attach_to_message(statement.user_message.id, admitting.files)
     event = statement.event
     event.conversation_id = outcome.conversation_id
     event.seq, event.created_at = outcome.event_seq, outcome.event_created_at
@@ -286,22 +344,27 @@ def _admission_statement(
     receipt = Receipt(
         submission_id=statement.submission.id,
         user_message_id=statement.user_message.id,
+        reply_message_id=statement.submission.assistant_message_id,
         conversation_id=outcome.conversation_id,
         task_id=target.task_id,
     )
     return receipt, outcome
 
 
-def answer_tool_approval(*, owner, tool_call_id, answer: tool_approvals.ApprovalAnswer):
+def answer_tool_approval(*, owner, tool_call_id, answer: tool_approvals.ApprovalAnswer, capability=None):
     """The owner's approve / deny / edit of a call, and the run made claimable again, in one transaction.
 
     Returns the approval and whether this answer replayed the recorded one. The run is locked before its
-    calls, as everywhere, so two devices answering at once take turns and one decision is recorded.
+    calls, as everywhere, so two devices answering at once take turns and one decision is recorded. An answer
+    given with a notification's capability (`tools.capabilities`) spends it in the same transaction: the page's
+    answer and the notification's are one write path.
     """
     with transaction.atomic(durable=True):
         run = locks.lock_run_for_owner(owner, tool_calls__id=tool_call_id)
         if run is None:
             raise NotFound("No such tool call.")
+        if capability is not None:
+            tool_capabilities.spend(run, capability)
         approval, replay, events = tool_approvals.answer_approval(run, tool_call_id, answer, decided_by=owner)
         projection.project_events(run, events)
         if not replay:

@@ -8,9 +8,9 @@ import uuid
 
 from django.db import IntegrityError, transaction
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, NotFound
+from core import telemetry
+from core.error_codes import ErrorCode
+from core.errors import Conflict, NotFound
 from runtime import locks
 from runtime.models import Run
 from runtime.services.projection import project_events

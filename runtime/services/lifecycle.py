@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode, RunError
+from core.error_codes import ErrorCode, RunError
 from runtime import outbound
 from runtime.models import (
     Event,
@@ -28,6 +28,7 @@ from runtime.models import (
     StaffRunActionOutcome,
 )
 from runtime.services.projection import project_events
+from runtime.services.reasoning_kept import kept_reasoning
 from tools import approvals as tool_approvals
 from tools import selectors as tool_selectors
 
@@ -74,9 +75,20 @@ def mark_input_sent(run: "Run | FencedRun"):
 
 
 def note_provider_recovered(run: "Run | FencedRun") -> int:
-    """The provider answers again: the next outage backs off from the start. Returns the failures counted now."""
-    locked_run(run).provider_failures = 0
+    """The provider answers again: the next outage backs off from the start, and the reply stops saying it
+    reconnects. Returns the failures counted now."""
+    run = locked_run(run)
+    if run.provider_failures:
+        _say_reconnecting(run, False)
+    run.provider_failures = 0
     return 0
+
+
+def _say_reconnecting(run: Run, reconnecting: bool) -> None:
+    """`run.reconnecting`: whether the run waits out a provider outage (docs/api.md "The websocket")."""
+    project_events(
+        run, [(EventType.RUN_RECONNECTING, {"submissionId": str(run.submission_id), "reconnecting": reconnecting})]
+    )
 
 
 def enter_waiting_device(run: "Run | FencedRun") -> None:
@@ -110,6 +122,7 @@ def notify_owner(run: Run, kind: str) -> None:
     tells of (docs/design.md §10): committed with it, or not at all. At most one per run and kind, however often the
     state is reached (a second approval wait, a failure after a retry)."""
     Notification.objects.bulk_create([Notification(run_id=run.id, kind=kind)], ignore_conflicts=True)
+    outbound.ring_after_commit(outbound.PUSH_DOORBELL)
 
 
 def requeue_if_answered(run: Run) -> None:
@@ -126,8 +139,9 @@ def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: RunError
     finish(locked_run(run), state, now=timezone.now(), error=error)
 
 
-def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
-    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled.
+def await_reconciliation(run: "Run | FencedRun", *, reason: str, needs_staff: bool = False) -> None:
+    """Parks the run (inside its fenced transaction) until an ambiguous provider outcome is settled: by the sweeper's
+    next looks, or (`needs_staff`: looking cannot settle it) by a person at the reconciliation desk.
 
     Parked, it no longer holds its conversation: the next queued run is woken now, not when the doubt ends."""
     run = locked_run(run)
@@ -136,11 +150,16 @@ def await_reconciliation(run: "Run | FencedRun", *, reason: str) -> None:
     run.lease_expires_at = None
     _record_error(run, RunError(ErrorCode.PENDING_RECONCILIATION, reason, retryable=True))
     _warn_once_committed(run.id, "parked for reconciliation", ErrorCode.PENDING_RECONCILIATION)
-    project_events(
-        run, [(EventType.RUN_PENDING_RECONCILIATION, {"submissionId": str(run.submission_id), "reason": reason})]
-    )
+    say_parked(run, reason=reason, needs_staff=needs_staff)
     notify_owner(run, NotificationKind.RECONCILIATION)
     _wake_following(run)
+
+
+def say_parked(run: Run, *, reason: str, needs_staff: bool) -> None:
+    """`run.pending_reconciliation`: the run waits on the provider's doubtful answer, and whether a person must now
+    settle it (said again, with `needsStaff`, when the reconciler gives the doubt to staff)."""
+    payload = {"submissionId": str(run.submission_id), "reason": reason, "needsStaff": needs_staff}
+    project_events(run, [(EventType.RUN_PENDING_RECONCILIATION, payload)])
 
 
 _SESSION_REPLACED = {
@@ -160,14 +179,27 @@ def start_input_over(run: "Run | FencedRun", *, reason: ErrorCode) -> None:
     the agent a new session needed (`agent_not_found`), so the run is given back, its input to go again, to a new
     session. Backed off as from any provider failure, so a provider that keeps losing things is not hammered. Its
     history gets one line saying so, however many things were lost (the session, then its agent). A run whose owner
-    cancelled it meanwhile ends instead."""
+    cancelled it meanwhile ends instead.
+
+    The reply begins again too: the new session answers the input from its start, so the text the lost one had
+    streamed is withdrawn (the message keeps only the new answer, never the lost half of it followed by the whole)
+    and the line says so (`replyRestarted`), for a client to clear what it showed."""
     run = locked_run(run)
     if run.cancel_requested_at is not None:
         finish(run, RunState.CANCELLED, now=timezone.now())
         return
     run.input_sent_at = None
-    if not Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_SESSION_REPLACED).exists():
-        payload = {"submissionId": str(run.submission_id), "reason": reason, "message": _SESSION_REPLACED[reason]}
+    reply_id = run.submission.assistant_message_id
+    withdrawn = Message.objects.filter(id=reply_id).exclude(text="").update(text="")
+    said = Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_SESSION_REPLACED).exists()
+    if withdrawn or not said:
+        payload = {
+            "submissionId": str(run.submission_id),
+            "messageId": str(reply_id),
+            "replyRestarted": bool(withdrawn),
+            "reason": reason,
+            "message": _SESSION_REPLACED[reason],
+        }
         project_events(run, [(EventType.RUN_SESSION_REPLACED, payload)])
     requeue_for_provider(run, cause=f"the provider lost what the run used ({reason}): starting over")
 
@@ -218,8 +250,12 @@ def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     run.lease_owner = ""
     run.lease_expires_at = None
     _record_error(run, error)
+    reasoning = kept_reasoning(run)
     Message.objects.filter(id=run.submission.assistant_message_id).update(
-        status=_FINAL_MESSAGE_STATUS[state], updated_at=now
+        status=_FINAL_MESSAGE_STATUS[state],
+        reasoning=reasoning["text"] if reasoning else "",
+        reasoning_seconds=reasoning["seconds"] if reasoning else None,
+        updated_at=now,
     )
     payload = {
         "submissionId": str(run.submission_id),
@@ -228,6 +264,8 @@ def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     }
     if error:
         payload["error"] = error.as_payload()
+    if reasoning:
+        payload["reasoning"] = reasoning
     project_events(run, [(_FINAL_EVENT[state], payload)])
     if state != RunState.CANCELLED or not run.cancel_requested_by_owner:
         notify_owner(run, _FINAL_NOTIFICATION[state])
@@ -260,7 +298,7 @@ def cancel(run: Run, *, by_owner: bool) -> str:
 
     Its pending approvals are denied in the same transaction, under the run's lock taken first, so no answer can
     approve one of them meanwhile. A run whose input never left, or one parked for reconciliation, is cancelled on
-    the spot (a parked run's creation intent stays for staff, and a remote turn found later is only recorded); a
+    the spot (a parked run's creation intent is still looked at, and a remote turn found later is only recorded); a
     queued one, or one parked on an approval, is woken so a worker relays the cancel to the provider. `by_owner`: the
     owner asked (their cancel, their next message interrupting), so they are not notified of it."""
     if run.is_terminal:
@@ -290,6 +328,8 @@ def requeue_for_provider(run: "Run | FencedRun", *, cause: str) -> float:
     """
     run = locked_run(run)
     run.provider_failures += 1
+    if run.provider_failures == 1:  # an outage begins for this run: its reply says so until the provider answers
+        _say_reconnecting(run, True)
     delay = provider_backoff_seconds(run.provider_failures)
     _requeue(run, cause=cause, not_before=timezone.now() + timedelta(seconds=delay), attempt_counts=False)
     outbound.wake_run(run.id, delay_seconds=delay)
@@ -300,6 +340,14 @@ def requeue_after_error(run: "Run | FencedRun", *, cause: str) -> None:
     """Gives the run back after an unexpected error of our own; the attempt counts, and the cause is kept."""
     run = locked_run(run)
     _requeue(run, cause=cause, not_before=run.not_before, attempt_counts=True)
+    outbound.wake_run(run.id)
+
+
+def requeue_to_start_afresh(run: "Run | FencedRun", *, cause: str) -> None:
+    """Gives the run back before its turn started, to start at once on what changed meanwhile (its owner's agent
+    instructions): not counted as an attempt, nothing having failed."""
+    run = locked_run(run)
+    _requeue(run, cause=cause, not_before=None, attempt_counts=False)
     outbound.wake_run(run.id)
 
 

@@ -8,9 +8,14 @@ never the message's text.
 
 from dataclasses import dataclass
 
-from impo.core.database import prepared_cursor
+from core.database import prepared_cursor
 from runtime.events import append_events, batched
 from runtime.models import EventType, MessageStatus, Run
+
+# A reply's parts (the turn's assistant messages: text before a tool call and after it, or an agent's several
+# answers) are one message's text, each after a blank line so that Markdown reads it as a paragraph of its own. The
+# break goes at the start of a later part's first delta: the message's text stays its deltas put together.
+PART_BREAK = "\n\n"
 
 
 def project_events(run: Run, events: list[tuple[str, dict]]) -> None:

@@ -17,9 +17,10 @@ import uuid
 from django.db import connection
 from django.utils import timezone
 
-from impo.core import telemetry
-from impo.core.error_codes import ErrorCode
-from impo.core.errors import Conflict, NotFound
+from attachments.selectors import file_parts_of
+from core import telemetry
+from core.error_codes import ErrorCode
+from core.errors import Conflict, NotFound
 from runtime import limits, locks, outbound
 from runtime.attempts import attempt_ids_by_user_message
 from runtime.events import append_events, sequence_allocation
@@ -27,7 +28,6 @@ from runtime.models import (
     COUNTED_RUN_STATES,
     TERMINAL_RUN_STATES,
     UNFINISHED_RUN_STATES,
-    ConversationKind,
     EventType,
     Message,
     MessageRole,
@@ -36,24 +36,26 @@ from runtime.models import (
     Submission,
 )
 from runtime.services.admission import MessageCommand, accepted_payload
-from runtime.services.commands import Receipt, admit_once, replayed_receipt
+from runtime.services.commands import Receipt, admit_once
 from tools.models import Device
 
 
 def regenerate_reply(
-    *, owner, message_id: uuid.UUID, command: MessageCommand, active_run_cap: int | None = None
+    *, owner, message_id: uuid.UUID, command: MessageCommand, admission: limits.Admission | None = None
 ) -> Receipt:
-    """Admits a new attempt at the reply `message_id` of the owner's (another user's reply is not found).
+    """Admits a new attempt at the reply `message_id` of the owner's (another user's reply is not found), under
+    `admission`'s limits (none without one).
 
     `command` carries the client id and, optionally, the device and client context of the new attempt (its text is
-    empty: the user message is the replaced reply's).
+    empty: the user message is the replaced reply's). A replay is answered by `admit_once`: its own reply is then
+    the last and its run unfinished or ended, so it is refused here before its insert would be.
     """
     fingerprint = command.fingerprint(f"regenerate:{message_id}")
 
-    def admit() -> Receipt:
+    def admit(active_run_cap: int | None) -> Receipt:
         return _regenerate(owner, message_id, command, fingerprint, active_run_cap)
 
-    return admit_once(owner, command.client_message_id, fingerprint, admit)
+    return admit_once(owner, command, fingerprint, admit, admission)
 
 
 def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, active_run_cap: int | None) -> Receipt:
@@ -65,25 +67,7 @@ def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, ac
     if replaced is None:
         raise NotFound("No such reply.")
     conversation = replaced.conversation
-    # From here until commit no run of the conversation starts or ends, and no message is added.
-    locks.lock_conversation(conversation.id)
-    conversation.refresh_from_db(fields=["last_message_sequence", "deleted_at"])
-    if conversation.deleted_at is not None:  # deleted since it was read: its deletion holds the lock first
-        raise NotFound("No such reply.")
-    replay = replayed_receipt(owner, command.client_message_id, fingerprint)
-    if replay is not None:
-        return replay
-    unfinished = (
-        Run.objects.filter(submission__conversation_id=conversation.id, state__in=UNFINISHED_RUN_STATES)
-        .values_list("submission_id", flat=True)
-        .first()
-    )
-    if unfinished is not None:
-        raise Conflict(
-            "A reply is still running in this conversation; regenerate once it has finished.",
-            code=ErrorCode.RUN_IN_PROGRESS,
-            details={"activeSubmissionId": str(unfinished)},
-        )
+    lock_live_conversation(conversation, verb="regenerate", missing="No such reply.")
     replaced.run.refresh_from_db(fields=["state"])
     if replaced.assistant_message.sequence != conversation.last_message_sequence or replaced.run.state not in (
         TERMINAL_RUN_STATES
@@ -92,17 +76,39 @@ def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, ac
             "Only the last reply of a conversation, once it has ended, can be regenerated.",
             code=ErrorCode.NOT_REGENERABLE,
         )
-    _check_limits(owner, command, active_run_cap)
+    check_limits(owner, command, active_run_cap)
     submission, run = _admit_attempt(owner, replaced, command, fingerprint)
-    return Receipt(
-        submission_id=submission.id,
-        user_message_id=submission.user_message_id,
-        conversation_id=conversation.id,
-        task_id=conversation.task.id if conversation.kind == ConversationKind.TASK else None,
+    return Receipt.of(submission, conversation)
+
+
+def lock_live_conversation(conversation, *, verb: str, missing: str) -> None:
+    """Locks `conversation` for a command on its last exchange (`verb`: regenerate, edit): from here until commit
+    no run of it starts or ends, and no message is added. 404 (`missing`) when it was deleted since it was read (its
+    deletion holds the lock first); 409 `run_in_progress` while a run of it is unfinished. Its last message's
+    sequence is read afresh, under the lock."""
+    locks.lock_conversation(conversation.id)
+    conversation.refresh_from_db(fields=["last_message_sequence", "deleted_at"])
+    if conversation.deleted_at is not None:
+        raise NotFound(missing)
+    refuse_while_unfinished(conversation.id, verb)
+
+
+def refuse_while_unfinished(conversation_id, verb: str) -> None:
+    """409 `run_in_progress` while a run of the conversation is unfinished (under the conversation's lock)."""
+    unfinished = (
+        Run.objects.filter(submission__conversation_id=conversation_id, state__in=UNFINISHED_RUN_STATES)
+        .values_list("submission_id", flat=True)
+        .first()
     )
+    if unfinished is not None:
+        raise Conflict(
+            f"A reply is still running in this conversation; {verb} once it has finished.",
+            code=ErrorCode.RUN_IN_PROGRESS,
+            details={"activeSubmissionId": str(unfinished)},
+        )
 
 
-def _check_limits(owner, command: MessageCommand, active_run_cap: int | None) -> None:
+def check_limits(owner, command: MessageCommand, active_run_cap: int | None) -> None:
     if active_run_cap is not None:
         active = Run.objects.filter(owner=owner, state__in=COUNTED_RUN_STATES)[:active_run_cap].count()
         if active >= active_run_cap:
@@ -137,7 +143,11 @@ def _admit_attempt(owner, replaced: Submission, command: MessageCommand, fingerp
     run = Run.objects.create(submission=submission, owner=owner, last_woken_at=now, traceparent=telemetry.traceparent())
     attempt_ids = attempt_ids_by_user_message([replaced.user_message_id])[replaced.user_message_id]
     payload = accepted_payload(
-        submission_id=submission.id, user_message=replaced.user_message, assistant_message=reply, status=run.state
+        submission_id=submission.id,
+        user_message=replaced.user_message,
+        assistant_message=reply,
+        status=run.state,
+        file_parts=file_parts_of(replaced.user_message_id),
     )
     payload["replacesMessageId"] = str(replaced.assistant_message_id)
     payload["attempt"] = len(attempt_ids)

@@ -1,10 +1,15 @@
 """The event log's retention window (docs/design.md §11, docs/data-lifecycle.md): compaction of settled runs' deltas.
 
 The log is a replay buffer for clients. Once a run has been settled for `IMPO_EVENT_RETENTION_SECONDS`, its
-`text.delta` events go: each part's `message.completed` event carries the whole text they added up to, so what is
-kept still rebuilds the reply (the AI SDK stream of the run, the conversation's history), and every event another
+`text.delta` events go: each part's `message.completed` event stands for the whole text they added up to, so what
+is kept still rebuilds the reply (the AI SDK stream of the run, the conversation's history), and every event another
 app points at (webhook deliveries, their pending markers: run and approval events only) stays. Its `run.progress`
 events go too, all of them: progress is transient, and the reply that replaced it is what stays.
+
+What stays no longer repeats the text the message rows hold: a `submission.accepted` loses its user message's
+`text`, and each `message.completed` of a reply whose parts, in order, make its message's text exactly trades its
+`text` for `textRange`, the [start, end) of its part in that text. Readers put both back from the message rows
+(`runtime.wire.events_to_wire`), so every client sees the events as they were written.
 
 A batch is one short transaction that never waits for a lock: it takes settled runs and their conversations with
 SKIP LOCKED (a run staff are retrying, a conversation a writer holds this instant, or a batch another machine is
@@ -41,6 +46,39 @@ removed AS (
     )
     RETURNING delta.conversation_id, delta.seq
 ),
+completed AS (
+    SELECT done.id, done.submission_id, done.payload->>'text' AS text,
+           sum(char_length(done.payload->>'text')) OVER (PARTITION BY done.submission_id ORDER BY done.seq) AS upto
+    FROM runtime_event done JOIN taken ON done.submission_id = taken.submission_id
+    WHERE done.type = %(completed)s AND done.payload ? 'text'
+),
+whole AS (
+    SELECT completed.submission_id
+    FROM completed
+    JOIN runtime_submission submission ON submission.id = completed.submission_id
+    JOIN runtime_message reply ON reply.id = submission.assistant_message_id
+    GROUP BY completed.submission_id, reply.text
+    HAVING string_agg(completed.text, '' ORDER BY completed.upto) = reply.text
+),
+ranged AS (
+    UPDATE runtime_event done
+    SET payload = (done.payload - 'text') || jsonb_build_object(
+        'textRange', jsonb_build_array(completed.upto - char_length(completed.text), completed.upto)
+    )
+    FROM completed JOIN whole USING (submission_id)
+    WHERE done.id = completed.id
+    RETURNING done.id
+),
+accepted AS (
+    UPDATE runtime_event accepted
+    SET payload = accepted.payload #- '{{userMessage,text}}'
+    FROM taken
+    JOIN runtime_submission submission ON submission.id = taken.submission_id
+    JOIN runtime_message asked ON asked.id = submission.user_message_id
+    WHERE accepted.submission_id = taken.submission_id AND accepted.type = %(accepted)s
+      AND accepted.payload->'userMessage'->>'text' = asked.text
+    RETURNING accepted.id
+),
 floor AS (
     UPDATE runtime_conversation conversation
     SET events_compacted_through = GREATEST(conversation.events_compacted_through, top.seq)
@@ -66,21 +104,24 @@ class Compacted:
         return Compacted(self.runs + other.runs, self.events + other.events, self.skipped + other.skipped)
 
 
+def compact_parameters(*, cutoff, batch: int) -> dict:
+    """The compaction statement's parameters: runs settled before `cutoff`, `batch` of them at most."""
+    return {
+        "settled": sorted(TERMINAL_RUN_STATES),
+        "cutoff": cutoff,
+        "batch": batch,
+        "delta": EventType.TEXT_DELTA.value,
+        "completed": EventType.MESSAGE_COMPLETED.value,
+        "progress": EventType.RUN_PROGRESS.value,
+        "accepted": EventType.SUBMISSION_ACCEPTED.value,
+    }
+
+
 def compact_settled_runs(*, batch: int = COMPACT_BATCH, now=None) -> Compacted:
     """One batch: the deltas of up to `batch` runs settled longer than the retention window ago."""
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.IMPO_EVENT_RETENTION_SECONDS)
     with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(
-            _COMPACT_SQL,
-            {
-                "settled": sorted(TERMINAL_RUN_STATES),
-                "cutoff": cutoff,
-                "batch": batch,
-                "delta": EventType.TEXT_DELTA.value,
-                "completed": EventType.MESSAGE_COMPLETED.value,
-                "progress": EventType.RUN_PROGRESS.value,
-            },
-        )
+        cursor.execute(_COMPACT_SQL, compact_parameters(cutoff=cutoff, batch=batch))
         found, marked, removed = cursor.fetchone()
     return Compacted(runs=marked, events=removed, skipped=found - marked)
 

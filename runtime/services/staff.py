@@ -9,8 +9,9 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode, RunError
-from impo.core.errors import Conflict, NotFound
+from attachments.selectors import file_parts_of
+from core.error_codes import ErrorCode, RunError
+from core.errors import Conflict, NotFound
 from runtime import attempts, locks, outbound
 from runtime.models import (
     EventType,
@@ -78,7 +79,8 @@ def reopen_owned_failed_run(*, owner, submission_id, retry_id: uuid.UUID) -> Run
     outcome = reopen_failed_run(run, actor=owner, batch=retry_id)
     if outcome == StaffRunActionOutcome.REPLACED:
         raise Conflict(
-            "This reply was regenerated; only its latest version can be tried again.", code=ErrorCode.NOT_RETRYABLE
+            "This reply was regenerated, or its message edited; only the latest version can be tried again.",
+            code=ErrorCode.NOT_RETRYABLE,
         )
     if outcome != StaffRunActionOutcome.QUEUED_AGAIN:
         raise Conflict("Only a failed reply can be tried again.", code=ErrorCode.NOT_RETRYABLE)
@@ -107,7 +109,7 @@ def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
             run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.NOT_FAILED
         )
     if attempts.is_replaced(run.submission):
-        # Its regeneration went on in a session of its own, now the conversation's: this attempt is history.
+        # Its regeneration (or edit) went on in a session of its own, now the conversation's: this one is history.
         return _audit(
             run, actor=actor, batch=batch, kind=StaffRunActionKind.RETRY, outcome=StaffRunActionOutcome.REPLACED
         )
@@ -120,13 +122,14 @@ def reopen_failed_run(run: Run, *, actor, batch: uuid.UUID) -> str:
     run.save()
     submission = run.submission
     Message.objects.filter(id=submission.assistant_message_id).update(
-        text="", status=MessageStatus.PENDING, updated_at=now
+        text="", reasoning="", reasoning_seconds=None, status=MessageStatus.PENDING, updated_at=now
     )
     payload = accepted_payload(
         submission_id=submission.id,
         user_message=submission.user_message,
         assistant_message=submission.assistant_message,
         status=run.state,
+        file_parts=file_parts_of(submission.user_message_id),
     )
     projection.project_events(run, [(EventType.SUBMISSION_ACCEPTED, {**payload, "retry": run.retries})])
     outbound.wake_run(run.id)

@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from impo.devstack import ServiceProcess, free_port, port_open, wait_until
+from devtools.stack import ServiceProcess, free_port, port_open, wait_until
 
 PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"))
 

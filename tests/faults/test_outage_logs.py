@@ -1,8 +1,9 @@
 """A Redis outage leaves the lines docs/edge.md tells operators to watch: one WARNING per condition as it starts and
 one as it ends, per process, and no traceback (a lost connection is what an outage is, not a bug).
 
-Before, one 15 s stop left each worker process ~150 lines of Celery's "Error on restarting Gossip" and the web
-process a chained kombu traceback per unsent hint."""
+Before, one 15 s stop left each worker process ~150 lines of Celery's "Error on restarting Gossip", the web
+process a chained kombu traceback per unsent hint, and "live push unavailable for <conversation>" once a second
+per open socket."""
 
 import time
 
@@ -10,10 +11,12 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from impo.devstack import ServiceProcess, Stack, start_web, wait_until
+from devtools.stack import ServiceProcess, Stack, start_web, wait_until
+from devtools.websocket import WebsocketConnection
 from tests.faults.instances import PrivateRedis
 
 OUTAGE_SECONDS = 8
+OPEN_SOCKETS = 4
 
 
 class LogSince:
@@ -44,9 +47,8 @@ def test_a_redis_outage_logs_one_line_as_each_condition_starts_and_one_as_it_end
         host = stack.start_worker("logs-host", host_processes=1)
         stack.start_sweeper()
         web, web_url = start_web(stack)
-        http = httpx.Client(
-            base_url=web_url, headers={"Authorization": f"Bearer {Token.objects.create(user=user).key}"}, timeout=30
-        )
+        token = Token.objects.create(user=user).key
+        http = httpx.Client(base_url=web_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
         sent = 0
 
         def post_accepted() -> str:
@@ -57,6 +59,9 @@ def test_a_redis_outage_logs_one_line_as_each_condition_starts_and_one_as_it_end
             return response.json()["submissionId"]
 
         post_accepted()
+        conversation_id = http.get("/api/v1/conversation").json()["conversationId"]
+        sockets_url = f"{web_url.replace('http', 'ws')}/ws/v1/conversations/{conversation_id}/?after=0&token={token}"
+        sockets = [WebsocketConnection(sockets_url) for _ in range(OPEN_SOCKETS)]
         web_log, host_log = LogSince(web), LogSince(host)
 
         redis_of_its_own.stop()
@@ -72,6 +77,9 @@ def test_a_redis_outage_logs_one_line_as_each_condition_starts_and_one_as_it_end
 
         wait_until(lambda: all(map(completed, during + after)), timeout=120, what="every command to complete")
         wait_until(lambda: "hints are sent again" in web_log.text(), timeout=30, what="the web's recovery line")
+        wait_until(lambda: "live push available again" in web_log.text(), timeout=30, what="the sockets' recovery")
+        for socket in sockets:
+            socket.close()
         http.close()
     finally:
         stack.stop()
@@ -85,5 +93,7 @@ def test_a_redis_outage_logs_one_line_as_each_condition_starts_and_one_as_it_end
     assert (web_lines.count("hints cannot be sent"), web_lines.count("hints are sent again")) == (1, 1)
     assert web_lines.count("admission rate not checked") <= 1
     assert web_lines.count("token cache unavailable") <= 1
+    # However many sockets the process serves, and however often each retries.
+    assert (web_lines.count("live push unavailable"), web_lines.count("live push available again")) == (1, 1)
     assert host_lines.count("worker heartbeat failing") == host_lines.count("worker heartbeat sent again") <= 1
     assert host_lines.count("hints cannot be sent") == host_lines.count("hints are sent again") <= 1

@@ -7,14 +7,8 @@ import re
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
-from drf_spectacular.generators import SchemaGenerator
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def schema() -> dict:
-    return SchemaGenerator().get_schema(request=None, public=True)
 
 
 def api_routes(patterns=None, prefix=""):

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from impo.devstack import VENV_BIN, ServiceProcess, free_port, start_web, wait_until
+from devtools.stack import VENV_BIN, ServiceProcess, free_port, start_web, wait_until
 
 # A line a clean stop must not have: an error, a warning (Python's, Celery's, Temporal's), a traceback.
 TROUBLE = re.compile(r"ERROR|CRITICAL|WARN|Traceback|Bad file descriptor|Warning:")
@@ -60,7 +60,7 @@ def start_dev_temporal(stack) -> ServiceProcess:
     ports = [option for name in ("--ui-port", "--http-port", "--metrics-port") for option in (name, str(free_port()))]
     temporal = ServiceProcess(
         "dev-temporal",
-        [sys.executable, "-m", "impo.dev_temporal", "--headless", *ports, "--log-level", "error"],
+        [sys.executable, "-m", "devtools.run_temporal", "--headless", *ports, "--log-level", "error"],
         env={**stack.env, "TEMPORAL_ADDRESS": address},
     )
     stack.processes.append(temporal)

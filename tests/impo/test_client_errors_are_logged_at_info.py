@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from impo.core.log_levels import ClientErrorsAtInfo
+from core.log_levels import ClientErrorsAtInfo
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import io
 import logging
 import sys
 
-from impo.core.log_levels import ConsoleHandler
+from core.log_levels import ConsoleHandler
 
 
 def test_a_line_goes_to_the_stderr_of_the_moment_after_the_first_was_closed(monkeypatch):

@@ -1,3 +1,4 @@
+import logging
 import uuid
 from datetime import timedelta
 
@@ -5,10 +6,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from impo import worker_liveness
-from impo.devstack import wait_until
+from devtools.stack import wait_until
+from impo import health, worker_liveness
 from runtime.models import Run
 from runtime.services.claims import claim_run, release_for_provider
+from tests.client import post_message, run_in_state
 from tests.conftest import bearer_client
 from tests.factories import UserFactory
 from tests.faults.instances import PrivateRedis
@@ -146,8 +148,65 @@ def test_a_provider_backing_off_is_reported_and_does_not_fail_readiness(api, des
 
     assert anonymous.status_code == 200, anonymous.json()
     assert anonymous.json()["provider"] == {"state": "backing_off"}
-    assert staff.json()["provider"] == {"state": "backing_off", "runsBackingOff": 1}
+    assert staff.json()["provider"] == {"state": "backing_off", "runsBackingOff": 1, "runsParked": 0}
 
 
-def test_the_provider_is_ok_when_no_run_waits_for_it():
+def test_the_provider_is_ok_when_no_run_waits_for_it(settings):
+    # A queue of its own: no failure another test's processes saw lately is this one's.
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"impo-ready-{uuid.uuid4()}"
+
     assert APIClient().get("/ready").json()["provider"] == {"state": "ok"}
+
+
+def provider_state() -> str:
+    return APIClient().get("/ready").json()["provider"]["state"]
+
+
+@pytest.mark.django_db(transaction=True)  # real workers read what the test wrote
+def test_ready_says_the_provider_is_not_ok_while_its_calls_fail_and_ok_again_after(stack, api, rebyte_double, settings):
+    # Temporal is not what this reads: an address that refuses at once keeps each probe short.
+    settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL
+    stack.start_worker()
+    stack.start_sweeper()
+    outage_seconds = 15
+    rebyte_double.fault("*", "http_error", status=503, seconds=outage_seconds)
+    submission_id = post_message(api, "during the outage")["submissionId"]
+
+    seen = wait_until(
+        lambda: (state := provider_state()) != "ok" and state,
+        timeout=outage_seconds,
+        interval=0.2,
+        what="/ready to see the provider's calls fail",
+    )
+    run_in_state(submission_id, timeout=outage_seconds + 60)
+    wait_until(lambda: provider_state() == "ok", timeout=30, interval=0.2, what="/ready to say ok again")
+
+    assert seen in ("failing", "backing_off")
+
+
+def test_readiness_polls_while_not_ready_write_one_warning_and_no_error(settings, caplog, monkeypatch):
+    monkeypatch.setattr(health, "_readiness", health.ReadinessLog())  # this process's last answer, unknown
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"impo-nobody-{uuid.uuid4()}"
+    settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL  # refused at once: failing at every poll, whatever the load
+    caplog.set_level(logging.INFO)
+
+    for _ in range(3):
+        assert APIClient().get("/ready").status_code == 503
+
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "impo.health"]
+    assert lines == [("WARNING", "not ready: temporal, workers failing")]
+
+
+def test_each_change_of_what_fails_readiness_is_one_line(caplog):
+    caplog.set_level(logging.INFO, logger="impo.health")
+    readiness = health.ReadinessLog()
+
+    for failing in ({"workers"}, {"workers"}, {"redis", "workers"}, set(), set()):
+        readiness.note(frozenset(failing))
+
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "not ready: workers failing"),
+        ("WARNING", "not ready: redis, workers failing"),
+        ("INFO", "ready"),
+    ]

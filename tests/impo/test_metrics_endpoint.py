@@ -8,7 +8,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import wait_until
 from runtime.models import Run, RunState
 from tests.client import bearer, post_message, token_of, web_client
 from tests.factories import UserFactory
@@ -19,16 +19,12 @@ LISTING_ATTEMPTS = 3
 MESSAGES = 3
 
 
-@pytest.fixture
-def metrics_token():
-    return secrets.token_urlsafe(32)
-
-
-@pytest.fixture
-def web(stack, metrics_token):
-    stack.env["IMPO_METRICS_TOKEN"] = metrics_token
-    _, url = start_web(stack)
-    return url
+@pytest.fixture(autouse=True)
+def metrics_token(stack):
+    """The scraper's token, in the stack's environment before any of its web servers starts (autouse)."""
+    token = secrets.token_urlsafe(32)
+    stack.env["IMPO_METRICS_TOKEN"] = token
+    return token
 
 
 def scrape(web: str, headers: dict) -> dict[str, dict[tuple, float]]:

@@ -1,15 +1,8 @@
 """The OpenAPI schema states what the API really answers: every success body has a real shape, and every error
 lists the codes it may carry, from the catalogue."""
 
-import pytest
-from drf_spectacular.generators import SchemaGenerator
-
-from impo.core.error_codes import HTTP_CODES, RUN_ERROR_CODES, TOOL_ERROR_CODES, ErrorCode
-
-
-@pytest.fixture(scope="module")
-def schema() -> dict:
-    return SchemaGenerator().get_schema(request=None, public=True)
+from core.error_codes import HTTP_CODES, RUN_ERROR_CODES, TOOL_ERROR_CODES, ErrorCode
+from tools.permissions import TOOL_NAME
 
 
 def success_bodies(schema: dict):
@@ -42,8 +35,8 @@ def test_no_field_of_a_success_body_is_an_untyped_placeholder(schema):
     assert untyped == []
 
 
-def test_a_path_id_is_documented_as_a_uuid(schema):
-    parameters = [
+def path_parameters(schema: dict) -> list[dict]:
+    return [
         parameter
         for operations in schema["paths"].values()
         for operation in operations.values()
@@ -51,8 +44,19 @@ def test_a_path_id_is_documented_as_a_uuid(schema):
         if parameter["in"] == "path"
     ]
 
-    assert parameters
-    assert {(p["schema"]["type"], p["schema"].get("format")) for p in parameters} == {("string", "uuid")}
+
+def test_a_path_id_is_documented_as_a_uuid(schema):
+    ids = [p for p in path_parameters(schema) if p["name"] != "tool_name"]
+
+    assert ids
+    assert {(p["schema"]["type"], p["schema"].get("format")) for p in ids} == {("string", "uuid")}
+
+
+def test_a_path_tool_name_is_documented_with_the_names_it_takes(schema):
+    names = [p for p in path_parameters(schema) if p["name"] == "tool_name"]
+
+    assert names
+    assert {(p["schema"]["type"], p["schema"].get("pattern")) for p in names} == {("string", f"^{TOOL_NAME.pattern}$")}
 
 
 def error_responses(schema: dict):
@@ -85,8 +89,8 @@ def test_every_error_response_lists_codes_of_its_own_status(schema):
 def test_an_operation_lists_the_conflicts_it_names(schema):
     responses = schema["paths"]["/api/v1/conversation/messages"]["post"]["responses"]
 
-    assert codes_of(responses["409"]) == ["idempotency_conflict", "run_in_progress"]
-    assert codes_of(responses["400"]) == ["invalid_request"]
+    assert codes_of(responses["409"]) == ["idempotency_conflict", "run_in_progress", "upload_incomplete"]
+    assert codes_of(responses["400"]) == ["invalid_request", "invalid_attachments"]
 
 
 def codes_of(response: dict) -> list[str]:

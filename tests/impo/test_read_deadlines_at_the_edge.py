@@ -7,7 +7,7 @@ The deadlines are shortened here so the tests finish quickly; the logic is the s
 import pytest
 from rest_framework.authtoken.models import Token
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import start_web, wait_until
 from tests.impo.edge import closed_by_server, connect, read_answer, request_head
 
 HEADER_SECONDS = 2
@@ -17,19 +17,17 @@ CONNECTIONS_PER_ADDRESS = 20
 SLOWLORIS_CONNECTIONS = 300
 
 
+@pytest.fixture(autouse=True)
+def short_deadlines(stack):
+    """In the stack's environment before any of its web servers starts (autouse)."""
+    stack.env["IMPO_WEB_HEADER_SECONDS"] = str(HEADER_SECONDS)
+    stack.env["IMPO_WEB_BODY_SECONDS"] = str(BODY_SECONDS)
+    stack.env["IMPO_WEB_KEEPALIVE_SECONDS"] = str(KEEPALIVE_SECONDS)
+
+
 def web_with(stack, **env) -> str:
-    settings = {
-        "IMPO_WEB_HEADER_SECONDS": str(HEADER_SECONDS),
-        "IMPO_WEB_BODY_SECONDS": str(BODY_SECONDS),
-        "IMPO_WEB_KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS),
-    }
-    _, url = start_web(stack, env={**settings, **env})
-    return url
-
-
-@pytest.fixture
-def web(stack):
-    return web_with(stack)
+    """A web server with the short deadlines and `env` besides."""
+    return start_web(stack, env=env)[1]
 
 
 def test_a_body_that_does_not_arrive_in_time_is_answered_408_request_timeout(web, user):

@@ -11,8 +11,8 @@ import pytest
 from django.test import RequestFactory
 from rest_framework.authtoken.models import Token
 
-from impo.core.log_summaries import RepeatedRefusals
-from impo.devstack import start_web, wait_until
+from core.log_summaries import RepeatedRefusals
+from devtools.stack import start_web, wait_until
 from tests.impo.test_clean_start_and_stop import trouble
 from tests.security.handshake import open_socket
 
@@ -42,14 +42,14 @@ def summarised(process, status: int, held_back: int) -> tuple[str, set[tuple[str
 
 
 @pytest.fixture
-def web(stack):
+def summarising_web(stack):
     """One web process (its counts are its own), summarising every SUMMARY_SECONDS, at most 3 admissions a minute."""
     env = {"IMPO_LOG_SUMMARY_SECONDS": str(SUMMARY_SECONDS), "IMPO_LIMIT_ADMISSIONS_PER_MINUTE": "3"}
     return start_web(stack, env=env)
 
 
-def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(web):
-    process, url = web
+def test_a_flood_of_401s_is_one_line_and_a_summary_written_after_it(summarising_web):
+    process, url = summarising_web
     secret = "f1c0ffee" * 5
     with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {secret}"}) as http:
         for _ in range(FLOOD):
@@ -71,8 +71,8 @@ def test_a_web_process_stopping_mid_interval_writes_its_summary_as_it_exits(stac
     assert summaries(process.log_text(), 401) == [(9, "address 127.0.0.1", "api/v1/tasks")]
 
 
-def test_a_flood_of_429s_is_summarised_per_user_and_route(web, user):
-    process, url = web
+def test_a_flood_of_429s_is_summarised_per_user_and_route(summarising_web, user):
+    process, url = summarising_web
     token = Token.objects.create(user=user).key
     statuses = []
     with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as http:
@@ -88,8 +88,8 @@ def test_a_flood_of_429s_is_summarised_per_user_and_route(web, user):
     assert token not in log
 
 
-def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(web):
-    process, url = web
+def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(summarising_web):
+    process, url = summarising_web
     secret = "feedface" * 5
     socket_url = url.replace("http", "ws") + f"/ws/v1/conversations/{uuid.uuid4()}/?after=0&token={secret}"
     for _ in range(SOCKETS):
@@ -104,8 +104,8 @@ def test_sockets_refused_for_a_bad_token_are_summarised_without_the_token(web):
     assert secret not in log
 
 
-def test_a_404_a_failed_csrf_check_and_a_foreign_host_are_one_info_line_each(web):
-    process, url = web
+def test_a_404_a_failed_csrf_check_and_a_foreign_host_are_one_info_line_each(summarising_web):
+    process, url = summarising_web
     for _ in range(3):
         assert httpx.get(f"{url}/api/v1/no-such-route", timeout=30).status_code == 404
     for _ in range(2):  # a form posted without its CSRF token

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import start_web, wait_until
 from runtime import selectors
 from runtime.models import Event, EventType, Run, RunState
 from tests.client import post_message, submission, token_of, web_client
@@ -72,6 +72,8 @@ def the_one(spans: list[ReceivedSpan], name: str, **attributes) -> ReceivedSpan:
     return found
 
 
+# Long because it follows one trace end to end: every span the run leaves in both processes hangs from its
+# admission, then every place that names the trace (events, run, wire, admin) names the same one.
 def test_a_run_with_a_device_tool_call_is_one_trace_rooted_at_its_admission(traced_stack, receiver):
     _, web = start_web(traced_stack)
     traced_stack.start_worker()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from impo.devstack import REPO_ROOT
+from devtools.stack import REPO_ROOT
 
 pytestmark = pytest.mark.processes
 

@@ -7,6 +7,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.db import connection, transaction
 
+from devtools.stack import free_port
 from impo.asgi import application
 from runtime.events import append_events
 from runtime.models import EventType
@@ -108,3 +109,29 @@ def test_a_socket_without_credentials_is_refused(conversation):
         return connected
 
     assert async_to_sync(scenario)() is False
+
+
+def test_a_socket_opened_while_postgresql_is_away_is_told_to_try_again_not_answered_500(user, conversation):
+    path = socket_path(conversation, token_of(user))
+
+    async def scenario():
+        communicator = WebsocketCommunicator(application, path)
+        connected, _ = await communicator.connect()
+        closed = await communicator.receive_output(timeout=10)
+        await communicator.disconnect()
+        return connected, closed
+
+    # The token is read from its cache, as on a live server; the conversation's owner only from PostgreSQL, which
+    # the connection now reaches on a port nothing listens on (a restart's refused connections).
+    async_to_sync(scenario)()
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = str(free_port())
+    try:
+        connected, closed = async_to_sync(scenario)()
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+
+    assert connected is True
+    assert (closed["type"], closed["code"]) == ("websocket.close", 1013)

@@ -15,8 +15,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
+from devtools.stack import wait_until
 from impo.asgi import application
-from impo.devstack import start_web, wait_until
+from runtime import selectors
 from runtime.models import Conversation, Event, EventType, Run
 from runtime.realtime.consumers import EVENTS_COMPACTED_CLOSE_CODE
 from runtime.services import retention
@@ -32,12 +33,6 @@ from webhooks import services as webhook_services
 from webhooks.models import WebhookDelivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def web(stack):
-    _, url = start_web(stack)
-    return url
 
 
 @pytest.fixture
@@ -81,7 +76,7 @@ async def frames_until_closed(communicator) -> tuple[list[dict], int | None]:
     """Every JSON frame until the server closes the socket, and the close code."""
     frames = []
     while True:
-        output = await communicator.receive_output(timeout=10)
+        output = await communicator.receive_output(timeout=30)
         if output["type"] == "websocket.close":
             return frames, output.get("code")
         frames.append(json.loads(output["text"]))
@@ -139,9 +134,13 @@ def test_a_run_cancelled_mid_reply_is_compacted_with_its_completion_keeping_the_
     run = completed(receipt["submissionId"], "cancelled")
 
     assert retention.prune_events().runs == 1
-    [completion] = Event.objects.filter(submission_id=run.submission_id, type=EventType.MESSAGE_COMPLETED)
+    [completion] = [
+        event
+        for event in selectors.submission_events_after(run.submission_id, 0)
+        if event["type"] == EventType.MESSAGE_COMPLETED
+    ]
     assert EventType.TEXT_DELTA not in types_of(run)
-    assert completion.payload["text"] == run.submission.assistant_message.text != ""
+    assert completion["payload"]["text"] == run.submission.assistant_message.text != ""
 
 
 def test_the_history_is_the_same_transcript_after_compaction_and_says_what_was_removed(
@@ -232,7 +231,7 @@ def test_a_socket_connected_before_and_during_compaction_is_never_sent_a_hole(
         assert (await communicator.connect())[0]
         received = []
         while not received or received[-1]["seq"] < caught_up_at:
-            received.append(await communicator.receive_json_from(timeout=10))
+            received.append(await communicator.receive_json_from(timeout=30))
         thread = threading.Thread(target=pruner)
         thread.start()
         index = 2

@@ -31,11 +31,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def web(shared_web):
-    return shared_web
-
-
-@pytest.fixture
 def reasoning_replies(rebyte_double):
     """Summaries and replies of four deltas each, far enough apart that each is an event of its own."""
     rebyte_double.configure(reasoning_summaries=True, delta_chunks=4, delta_delay_ms=150)
@@ -70,11 +65,11 @@ def followed_on_a_socket(user, web, conversation_id, text: str) -> tuple[str, li
 
 
 def test_the_websocket_carries_the_reasoning_live_as_progress_before_the_reply_and_the_transcript_has_none(
-    workers, web, api, user, reasoning_replies
+    workers, shared_web, api, user, reasoning_replies
 ):
     warm_up = completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
 
-    submission_id, frames = followed_on_a_socket(user, web, warm_up.submission.conversation_id, "think first")
+    submission_id, frames = followed_on_a_socket(user, shared_web, warm_up.submission.conversation_id, "think first")
 
     run = completed(submission_id)
     summary = reasoning_summary("think first")
@@ -88,12 +83,14 @@ def test_the_websocket_carries_the_reasoning_live_as_progress_before_the_reply_a
     assert progress[-1]["payload"]["text"] == summary and "text" not in progress[0]["payload"]
     types = [frame["type"] for frame in frames]
     assert max(i for i, kind in enumerate(types) if kind == EventType.RUN_PROGRESS) < types.index(EventType.TEXT_DELTA)
-    # The reply is the echo alone: in its deltas, its completion and the history.
+    # The reply is the echo alone: in its deltas, its completion and the history, where the reasoning is kept apart.
     deltas = "".join(frame["payload"]["delta"] for frame in frames if frame["type"] == EventType.TEXT_DELTA)
     [completion] = [frame["payload"]["text"] for frame in frames if frame["type"] == EventType.MESSAGE_COMPLETED]
     assistant = [m for m in api.get("/api/v1/conversation").json()["messages"] if m["role"] == "assistant"]
     assert deltas == completion == assistant[-1]["text"] == "Echo: think first"
-    assert "Reading the message" not in json.dumps(assistant)
+    reply_but_its_reasoning = {key: value for key, value in assistant[-1].items() if key != "reasoning"}
+    assert "Reading the message" not in json.dumps(reply_but_its_reasoning)
+    assert assistant[-1]["reasoning"]["text"] == summary
 
 
 def test_the_first_message_of_a_conversation_shows_its_reasoning_while_it_is_written(
@@ -114,11 +111,11 @@ def test_the_first_message_of_a_conversation_shows_its_reasoning_while_it_is_wri
 
 
 def test_the_sse_stream_tells_the_reasoning_as_a_reasoning_part_before_the_text(
-    workers, web, api, user, reasoning_replies
+    workers, shared_web, api, user, reasoning_replies
 ):
     run = second_reply(api, "reason aloud")
 
-    _, items = read_stream(f"{web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
+    _, items = read_stream(f"{shared_web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
 
     chunks = [item for item in items if item != "[DONE]"]
     kinds = [chunk["type"] for chunk in chunks]
@@ -130,12 +127,12 @@ def test_the_sse_stream_tells_the_reasoning_as_a_reasoning_part_before_the_text(
 
 
 def test_a_stream_followed_while_the_agent_reasons_gets_the_whole_reasoning_then_the_reply(
-    workers, web, api, user, rebyte_double, reasoning_replies
+    workers, shared_web, api, user, rebyte_double, reasoning_replies
 ):
     completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
     rebyte_double.configure(delta_delay_ms=400)  # the summary takes more than a second: the reader joins before
     receipt = post_message(api, "reason while watched", client_message_id="m-2")
-    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
+    reader, results = subscribed_reader(shared_web, api, user, receipt["submissionId"])
     reader.join(timeout=60)
 
     [items] = results
@@ -149,11 +146,11 @@ def test_a_stream_followed_while_the_agent_reasons_gets_the_whole_reasoning_then
 
 
 def test_the_ai_sdk_reader_keeps_the_reasoning_as_a_reasoning_part_beside_the_text(
-    workers, web, api, user, reasoning_replies
+    workers, shared_web, api, user, reasoning_replies
 ):
     run = second_reply(api, "parse my thoughts")
 
-    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
+    parsed = read_with_the_ai_sdk(f"{shared_web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
 
     assert parsed["finished"] is True and parsed["errors"] == []
     parts = parsed["message"]["parts"]
@@ -163,7 +160,7 @@ def test_the_ai_sdk_reader_keeps_the_reasoning_as_a_reasoning_part_beside_the_te
 
 
 def test_a_settled_runs_progress_goes_with_its_deltas_and_its_reply_stays_whole(
-    workers, web, api, user, reasoning_replies
+    workers, shared_web, api, user, reasoning_replies
 ):
     run = second_reply(api, "forget my thoughts")
     assert Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_PROGRESS).exists()
@@ -173,6 +170,6 @@ def test_a_settled_runs_progress_goes_with_its_deltas_and_its_reply_stays_whole(
 
     kept = set(Event.objects.filter(submission_id=run.submission_id).values_list("type", flat=True))
     assert EventType.RUN_PROGRESS not in kept and EventType.TEXT_DELTA not in kept
-    _, items = read_stream(f"{web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
+    _, items = read_stream(f"{shared_web}/api/v1/submissions/{run.submission_id}/stream", token_of(user))
     assert not [item for item in items if item != "[DONE]" and item["type"].startswith("reasoning-")]
     assert text_of(items) == "Echo: forget my thoughts"

@@ -10,7 +10,7 @@ from django.db import connection
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from impo.devstack import Stack, start_web, wait_until
+from devtools.stack import Stack, start_web, wait_until
 from runtime.outbound import conversation_group
 from tests.client import history, post_message, socket_url, token_of, web_client
 from tests.factories import UserFactory
@@ -21,8 +21,11 @@ pytestmark = pytest.mark.slow
 SOCKET_CAP = 6
 HELD_PER_USER = SOCKET_CAP - 1
 USERS = 3
-REDIS_DOWN_SECONDS = 15
-GROUP_EXPIRY_SECONDS = 30  # the shortest a membership renewed every 15 s can safely live
+# The web process refreshes its sockets' slots and group memberships this often, checking every second: shortened from
+# production's 15 s (and 5 s) so that an outage and an expiry need seconds, not minutes; the ratios stay production's.
+PRESENCE_SECONDS = 3
+REDIS_DOWN_SECONDS = 2 * PRESENCE_SECONDS  # refreshes fail during it
+GROUP_EXPIRY_SECONDS = 4 * PRESENCE_SECONDS  # as production's 60 s to 15 s: a renewed membership outlives it
 
 
 def main_conversation(web_url: str, token: str) -> str:
@@ -65,6 +68,17 @@ def closed_with(socket) -> int:
     return closed.value.rcvd.code
 
 
+def with_short_presence(stack: Stack) -> Stack:
+    stack.env.update(
+        {
+            "IMPO_SOCKET_PRESENCE_SECONDS": str(PRESENCE_SECONDS),
+            "IMPO_SOCKET_CATCH_UP_SECONDS": "1",
+            "IMPO_CHANNEL_GROUP_EXPIRY_SECONDS": str(GROUP_EXPIRY_SECONDS),
+        }
+    )
+    return stack
+
+
 @pytest.fixture
 def private_redis():
     instance = PrivateRedis()
@@ -73,8 +87,10 @@ def private_redis():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once(rebyte_double, private_redis):
-    stack = Stack(database_name=connection.settings_dict["NAME"], double=rebyte_double, redis_url=private_redis.url)
+def test_after_redis_is_stopped_for_a_while_every_user_opens_a_new_socket_at_once(rebyte_double, private_redis):
+    stack = with_short_presence(
+        Stack(database_name=connection.settings_dict["NAME"], double=rebyte_double, redis_url=private_redis.url)
+    )
     stack.env["IMPO_LIMIT_WEBSOCKETS"] = str(SOCKET_CAP)
     try:
         web, web_url = start_web(stack)
@@ -86,7 +102,7 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
 
         private_redis.stop()
         stopped = time.monotonic()
-        wait_until(lambda: time.monotonic() - stopped >= REDIS_DOWN_SECONDS, timeout=60, what="15 s of outage")
+        wait_until(lambda: time.monotonic() - stopped >= REDIS_DOWN_SECONDS, timeout=60, what="the outage to last")
         private_redis.start()
         redis_client = redis.Redis.from_url(private_redis.url)
         # Redis came back empty: wait for the web process to put back the slots it believes are held.
@@ -118,9 +134,11 @@ def test_after_redis_is_stopped_15_seconds_every_user_opens_a_new_socket_at_once
         )
         for socket in [*new, *(s for sockets in reopened for s in sockets)]:
             socket.close()
+        # Generous: on a loaded machine the web process may take a while to see eighteen closes; what is checked is
+        # that every slot comes back, not how fast.
         wait_until(
             lambda: [slots_held(redis_client, user) for user in users] == [0] * USERS,
-            timeout=30,
+            timeout=90,
             what="every slot to be given back when the sockets close",
         )
         assert "Traceback" not in web.log_text()
@@ -152,15 +170,15 @@ def test_a_frame_nobody_can_read_closes_only_its_own_socket_without_a_traceback(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_channels_of_a_killed_web_process_leave_their_groups(stack, user, settings):
-    stack.env["IMPO_CHANNEL_GROUP_EXPIRY_SECONDS"] = str(GROUP_EXPIRY_SECONDS)
+    with_short_presence(stack)
     token = token_of(user)
     killed, killed_url = start_web(stack, name="web-killed")
+    web, web_url = start_web(stack)  # before the orphan joins: its membership must not expire while this starts
     conversation_id = main_conversation(killed_url, token)
     orphan = open_socket(socket_url(killed_url, conversation_id, token))
+    survivor = open_socket(socket_url(web_url, conversation_id, token))
     killed.kill()
     orphan.close_socket()
-    web, web_url = start_web(stack)
-    survivor = open_socket(socket_url(web_url, conversation_id, token))
 
     redis_client = redis.Redis.from_url(settings.REDIS_URL)
     group_key = f"asgi:group:{conversation_group(conversation_id)}"  # channels-redis's key of the group

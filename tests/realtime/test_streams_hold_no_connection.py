@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from django.db import connection
 
-from impo.devstack import MAKE_RUN_WEB_PROCESSES, start_web, wait_until
+from devtools.stack import MAKE_RUN_WEB_PROCESSES, start_web, wait_until
 from tests.client import send_message, token_of
 
 POOL_SIZE = 5  # each web process's pool, made small so that streams holding connections would drain it

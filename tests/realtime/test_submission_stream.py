@@ -7,20 +7,14 @@ import threading
 from pathlib import Path
 
 import httpx
-import pytest
 from django.db import connection
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import start_web, wait_until
 from runtime.models import Event, EventType, Run
-from tests.client import post_message, send_message, token_of
+from tests.client import event_types, post_message, send_message, token_of
 from tests.devices import register_device
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
-
-
-@pytest.fixture
-def web(shared_web):
-    return shared_web
 
 
 def read_stream(url: str, token: str) -> tuple[httpx.Headers, list]:
@@ -101,11 +95,11 @@ def cancelled_mid_reply(api, rebyte_double) -> str:
     return submission_id
 
 
-def test_a_finished_submission_streams_a_complete_reconstruction(workers, web, api, user):
+def test_a_finished_submission_streams_a_complete_reconstruction(workers, shared_web, api, user):
     receipt = post_message(api, "stream me")
     run = completed(receipt["submissionId"])
 
-    headers, items = read_stream(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    headers, items = read_stream(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
 
     assert headers["x-vercel-ai-ui-message-stream"] == "v1"
     assert headers["content-type"].startswith("text/event-stream")
@@ -116,7 +110,7 @@ def test_a_finished_submission_streams_a_complete_reconstruction(workers, web, a
     assert status[-1]["data"] == {"schemaVersion": 1, "submissionId": receipt["submissionId"], "status": "completed"}
 
 
-def test_subscribers_opening_mid_stream_each_get_the_whole_message(workers, web, api, user, rebyte_double):
+def test_subscribers_opening_mid_stream_each_get_the_whole_message(workers, shared_web, api, user, rebyte_double):
     # One character every half second: the reply streams for ~15 s, far longer than the subscribers
     # need to open and register, so they surely join mid-stream even on a loaded machine.
     rebyte_double.configure(delta_delay_ms=50)
@@ -126,7 +120,7 @@ def test_subscribers_opening_mid_stream_each_get_the_whole_message(workers, web,
         timeout=30,
         what="the reply to start streaming",
     )
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
     token = token_of(user)
     results = []
     readers = [threading.Thread(target=lambda: results.append(read_stream(url, token)[1])) for _ in range(2)]
@@ -147,19 +141,19 @@ def test_subscribers_opening_mid_stream_each_get_the_whole_message(workers, web,
         assert text_of(items) == "Echo: several listeners at once"
 
 
-def test_closing_a_stream_does_not_cancel_the_run(workers, web, api, user, rebyte_double):
+def test_closing_a_stream_does_not_cancel_the_run(workers, shared_web, api, user, rebyte_double):
     rebyte_double.configure(delta_delay_ms=200, delta_chunks=6)
     receipt = post_message(api, "keep going")
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
     with httpx.stream("GET", url, headers={"Authorization": f"Bearer {token_of(user)}"}, timeout=30) as response:
         next(response.iter_lines())
 
     assert completed(receipt["submissionId"]).submission.assistant_message.text == "Echo: keep going"
 
 
-def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(workers, web, api, other_user):
+def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(workers, shared_web, api, other_user):
     receipt = post_message(api, "private")
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
 
     foreign = httpx.get(url, headers={"Authorization": f"Bearer {token_of(other_user)}"})
     anonymous = httpx.get(url)
@@ -170,14 +164,14 @@ def test_another_users_stream_is_not_found_and_no_token_is_unauthorized(workers,
     assert anonymous.json()["error"]["code"] == "unauthorized"
 
 
-def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(workers, web, api, user):
+def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(workers, shared_web, api, user):
     assert shutil.which("node"), (
         "node is part of the machine image (docs/testing.md 'What the machine needs'); without it this test cannot run"
     )
     receipt = post_message(api, "parse me with the real SDK")
     completed(receipt["submissionId"])
 
-    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    parsed = read_with_the_ai_sdk(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
     assert parsed["finished"] is True
     history = api.get("/api/v1/conversation").json()
     [assistant] = [m for m in history["messages"] if m["role"] == "assistant"]
@@ -187,61 +181,61 @@ def test_the_ai_sdk_reader_rebuilds_the_message_the_history_endpoint_returns(wor
     assert text == assistant["text"] == "Echo: parse me with the real SDK"
 
 
-def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(workers, web, api, user):
+def test_a_failed_runs_stream_ends_with_error_status_finish_and_done(workers, shared_web, api, user):
     receipt = post_message(api, "/fail the model broke")
     completed(receipt["submissionId"], "failed")
 
-    _, items = read_stream(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    _, items = read_stream(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
 
     assert ending(items) == ["error", "data-instant-submission", "finish", "[DONE]"]
     assert final_status(items) == "failed"
 
 
-def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(workers, web, api, user, rebyte_double):
+def test_a_cancelled_runs_stream_ends_with_abort_status_finish_and_done(workers, shared_web, api, user, rebyte_double):
     submission_id = cancelled_mid_reply(api, rebyte_double)
 
-    _, items = read_stream(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
+    _, items = read_stream(f"{shared_web}/api/v1/submissions/{submission_id}/stream", token_of(user))
 
     assert ending(items) == ["abort", "data-instant-submission", "finish", "[DONE]"]
     assert final_status(items) == "cancelled"
 
 
-def test_a_live_stream_of_a_run_that_fails_ends_with_finish(workers, web, api, user):
+def test_a_live_stream_of_a_run_that_fails_ends_with_finish(workers, shared_web, api, user):
     receipt = post_message(api, "/fail broken while watched")
-    reader, results = subscribed_reader(web, api, user, receipt["submissionId"])
+    reader, results = subscribed_reader(shared_web, api, user, receipt["submissionId"])
     reader.join(timeout=60)
 
     [items] = results
-    assert "run.started" in event_types_of(receipt["submissionId"])
+    assert "run.started" in event_types(receipt["submissionId"])
     assert ending(items) == ["error", "data-instant-submission", "finish", "[DONE]"]
 
 
-def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(workers, web, api, user):
+def test_the_ai_sdk_reader_finishes_the_message_of_a_failed_run(workers, shared_web, api, user):
     receipt = post_message(api, "/fail the model broke")
     completed(receipt["submissionId"], "failed")
 
-    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    parsed = read_with_the_ai_sdk(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
 
     assert parsed["finished"] is True
     assert len(parsed["errors"]) == 1
     assert parsed["message"]["id"] == str(Run.objects.get().submission.assistant_message_id)
 
 
-def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(workers, web, api, user, rebyte_double):
+def test_the_ai_sdk_reader_finishes_the_message_of_a_cancelled_run(workers, shared_web, api, user, rebyte_double):
     submission_id = cancelled_mid_reply(api, rebyte_double)
 
-    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{submission_id}/stream", token_of(user))
+    parsed = read_with_the_ai_sdk(f"{shared_web}/api/v1/submissions/{submission_id}/stream", token_of(user))
 
     assert parsed["finished"] is True
     assert parsed["aborted"] is True
     assert parsed["errors"] == []
 
 
-def test_a_tool_phase_is_told_as_a_transient_step(workers, web, api, user):
+def test_a_tool_phase_is_told_as_a_transient_step(workers, shared_web, api, user):
     receipt = post_message(api, '/tool current_time {"timeZone": "UTC"}')
     completed(receipt["submissionId"])
 
-    parsed = read_with_the_ai_sdk(f"{web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
+    parsed = read_with_the_ai_sdk(f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream", token_of(user))
 
     [tool_step] = [step for step in parsed["steps"] if step["kind"] == "tool"]
     assert tool_step["transient"] is True
@@ -254,12 +248,12 @@ def test_a_tool_phase_is_told_as_a_transient_step(workers, web, api, user):
     assert not [part for part in parsed["message"]["parts"] if part["type"] == "data-instant-step"]
 
 
-def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(workers, web, api, user):
+def test_a_device_call_waiting_for_its_device_is_a_running_step_on_a_live_stream(workers, shared_web, api, user):
     device_id = register_device(api)
     receipt = send_message(
         api, '/tool play_sound {"sound": "chime"}', client_message_id="m-1", deviceId=device_id
     ).json()
-    url = f"{web}/api/v1/submissions/{receipt['submissionId']}/stream"
+    url = f"{shared_web}/api/v1/submissions/{receipt['submissionId']}/stream"
 
     step = first_step(url, token_of(user), kind="device")
 
@@ -311,7 +305,3 @@ def first_step(url: str, token: str, *, kind: str) -> dict:
                 if chunk["type"] == "data-instant-step" and chunk["data"]["kind"] == kind:
                     return chunk
     raise AssertionError(f"the stream ended without a {kind} step")
-
-
-def event_types_of(submission_id) -> list[str]:
-    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))

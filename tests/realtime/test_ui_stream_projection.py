@@ -240,3 +240,14 @@ def test_a_reconstruction_sends_each_steps_reasoning_at_once():
         ("reasoning-start", "thinking-rs2-0", None),
         ("reasoning-delta", "thinking-rs2-0", "c"),
     ]
+
+
+def test_a_later_parts_blank_line_stays_in_the_message_text_not_in_its_own_text_part():
+    chunks = fed(
+        (EventType.TEXT_DELTA, {"partId": "p1", "delta": "First."}),
+        (EventType.TEXT_DELTA, {"partId": "p2", "delta": "\n\nSecond"}),
+        (EventType.MESSAGE_COMPLETED, {"partId": "p2", "text": "Second."}),
+    )
+
+    texts = [(c["id"], c["delta"]) for c in chunks if c["type"] == "text-delta"]
+    assert texts == [("p1", "First."), ("p2", "Second"), ("p2", ".")]

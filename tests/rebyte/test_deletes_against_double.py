@@ -6,14 +6,7 @@ import openai
 import pytest
 from openai.types.beta import AgentDeleted, AgentSessionDeleted
 
-from tests.rebyte.test_client_against_double import new_session, settled_turns
-
-
-@pytest.fixture
-def sdk(rebyte_double):
-    client = rebyte_double.sdk()
-    yield client
-    client.close()
+from tests.rebyte.double_sessions import new_session, settled_turns
 
 
 def test_deleting_a_settled_session_confirms_it_and_it_is_not_found_afterwards(sdk):

@@ -5,7 +5,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 
-from impo.devstack import free_port, wait_until
+from devtools.stack import free_port, wait_until
 from runtime.models import Run, RunState, Submission
 from scheduling import services as scheduling
 from tests.client import post_message

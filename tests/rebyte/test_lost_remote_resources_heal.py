@@ -4,9 +4,9 @@
 import pytest
 from django.test import Client
 
-from impo.devstack import RebyteDouble, Stack
+from devtools.stack import RebyteDouble, Stack, wait_until
 from rebyte.models import CreationIntent, IntentState, RemoteSession, SavedAgent, SessionState
-from runtime.models import Event, EventType, Run, RunState
+from runtime.models import Event, EventType, Message, Run, RunState
 from tests.client import post_message, run_in_state, start_task
 from tests.factories import UserFactory
 
@@ -78,6 +78,26 @@ def test_a_restarted_provider_heals_the_main_chat_and_a_task_with_one_new_agent(
     for run in (chat_run, task_run):
         (line,) = replaced_lines(run)
         assert "a new session was started" in line["message"]
+
+
+def test_a_provider_restarted_while_a_reply_streams_leaves_only_the_new_answer(own_stack, api):
+    own_stack.start_worker()
+    own_stack.double.configure(delta_delay_ms=300, delta_chunks=40)  # a reply of 12 s, restarted in its first words
+    text = "tell me something long enough to take a while"
+    sent = post_message(api, text, client_message_id="c-1")
+    wait_until(lambda: Message.objects.get(id=sent["replyMessageId"]).text, timeout=60, what="the reply's first words")
+
+    own_stack.double.restart()
+
+    run = run_in_state(sent["submissionId"], timeout=120)
+    # Not the lost half followed by the whole: the new session's answer alone.
+    assert run.submission.assistant_message.text == f"Echo: {text}"
+    (line,) = replaced_lines(run)
+    assert line["replyRestarted"] is True and line["messageId"] == sent["replyMessageId"]
+    # A client replaying the log clears the reply at the line: the deltas after it are the reply's text.
+    events = list(Event.objects.filter(submission_id=run.submission_id).order_by("seq").values_list("type", "payload"))
+    after = events[[kind for kind, _ in events].index(EventType.RUN_SESSION_REPLACED) + 1 :]
+    assert "".join(payload["delta"] for kind, payload in after if kind == EventType.TEXT_DELTA) == f"Echo: {text}"
 
 
 def test_staff_see_the_lost_session_and_the_agent_that_replaced_it(own_stack, api):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from impo.devstack import free_port
+from devtools.stack import free_port
 from rebyte import provider_errors
 from rebyte.failures import Unavailable
 from rebyte.provider import provider_gateway

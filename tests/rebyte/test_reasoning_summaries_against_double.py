@@ -9,9 +9,9 @@ import httpx
 import pytest
 from openai.types.beta import AgentReasoningItem
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.client import RebyteGateway, user_input
-from tests.rebyte.streams import read_until_idle
+from tests.rebyte.double_sessions import read_until_idle
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
 SUMMARY_EVENTS = (
@@ -20,13 +20,6 @@ SUMMARY_EVENTS = (
     "agent.session.turn.reasoning_summary_text.done",
     "agent.session.turn.reasoning_summary_part.done",
 )
-
-
-@pytest.fixture
-def sdk(rebyte_double):
-    client = rebyte_double.sdk()
-    yield client
-    client.close()
 
 
 def session_with_a_turn_followed(sdk, text: str, reasoning: dict | None) -> tuple[str, list]:

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from impo.devstack import REPO_ROOT
+from devtools.stack import REPO_ROOT
 
 
 def run_check(double, *args):

@@ -1,4 +1,4 @@
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.models import RemoteSession, SessionState
 from runtime.models import Run
 

@@ -6,7 +6,8 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.utils import timezone
 
-from rebyte import services
+from devtools.stack import wait_until
+from rebyte import agents, reconciler, services
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SavedAgent, SessionState
 from rebyte.sessions import usable_session
 from runtime.services.commands import ensure_main_conversation
@@ -30,11 +31,11 @@ def leave_the_agent_intent_pending(user, gateway, rebyte_double) -> None:
     rebyte_double.fault("create_agent", "drop_response")
     rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
     with pytest.raises(services.CreationPending):
-        services.ensure_saved_agent(user, gateway)
+        agents.ensure_saved_agent(user, gateway, instructions="")
 
 
 def test_the_intent_is_committed_before_the_remote_agent_exists_and_names_it(user, gateway, rebyte_double):
-    services.ensure_saved_agent(user, gateway)
+    agents.ensure_saved_agent(user, gateway, instructions="")
 
     intent = CreationIntent.objects.get()
     assert (intent.kind, intent.state) == (IntentKind.AGENT, IntentState.CREATED)
@@ -47,7 +48,7 @@ def test_the_intent_is_committed_before_the_remote_agent_exists_and_names_it(use
 def test_a_lost_agent_create_answer_is_settled_by_lookup_with_one_remote_agent(user, gateway, rebyte_double):
     rebyte_double.fault("create_agent", "drop_response")
 
-    services.ensure_saved_agent(user, gateway)
+    agents.ensure_saved_agent(user, gateway, instructions="")
 
     assert rebyte_double.state()["counts"]["agents"] == 1
     assert SavedAgent.objects.get().remote_id == rebyte_double.state()["agents"][0]["id"]
@@ -58,7 +59,7 @@ def test_an_ambiguous_create_whose_lookup_fails_stays_pending_reconciliation(use
     rebyte_double.fault("list_agents", "http_error", status=503, times=LOOKUP_ATTEMPTS)
 
     with pytest.raises(services.CreationPending):
-        services.ensure_saved_agent(user, gateway)
+        agents.ensure_saved_agent(user, gateway, instructions="")
 
     intent = CreationIntent.objects.get()
     assert intent.state == IntentState.PENDING_RECONCILIATION
@@ -68,7 +69,7 @@ def test_an_ambiguous_create_whose_lookup_fails_stays_pending_reconciliation(use
 def test_the_reconciler_adopts_the_agent_that_the_lost_answer_created(user, gateway, rebyte_double):
     leave_the_agent_intent_pending(user, gateway, rebyte_double)
 
-    assert services.reconcile_open_intents(gateway) == 1
+    assert reconciler.reconcile_open_intents(gateway) == 1
 
     assert rebyte_double.state()["counts"]["agents"] == 1
     assert SavedAgent.objects.get().remote_id == rebyte_double.state()["agents"][0]["id"]
@@ -80,10 +81,10 @@ def test_an_agent_in_doubt_is_replaced_deliberately_and_the_one_found_later_is_r
     leave_the_agent_intent_pending(user, gateway, rebyte_double)
     doubtful = CreationIntent.objects.get()
 
-    agent = services.ensure_saved_agent(user, gateway)
+    agent = agents.ensure_saved_agent(user, gateway, instructions="")
 
     assert agent.intent_id != doubtful.id
-    assert services.reconcile_open_intents(gateway) == 1
+    assert reconciler.reconcile_open_intents(gateway) == 1
     doubtful.refresh_from_db()
     lost_answer_agent = next(a["id"] for a in rebyte_double.state()["agents"] if a["id"] != agent.remote_id)
     assert (doubtful.state, doubtful.remote_id) == (IntentState.CREATED, lost_answer_agent)
@@ -97,7 +98,7 @@ def test_two_remote_agents_carrying_the_intent_are_never_guessed_between(user, g
     intent = CreationIntent.objects.get()
     gateway.create_agent(model="rebyte-echo", name="twin", instructions="", metadata=intent.metadata)
 
-    services.reconcile_open_intents(gateway)
+    reconciler.reconcile_open_intents(gateway)
 
     intent.refresh_from_db()
     assert intent.state == IntentState.PENDING_RECONCILIATION
@@ -109,7 +110,9 @@ def test_nothing_found_twice_after_the_grace_period_allows_one_new_create(user, 
     # A worker counted its create attempt and died before the request left: the outcome is unknown to us.
     CreationIntentFactory(owner=user, kind=IntentKind.AGENT, state=IntentState.PENDING_RECONCILIATION, attempts=1)
 
-    assert services.reconcile_open_intents(gateway) == 1
+    # Nobody sleeps through the grace period: the first empty listing is recorded, and a pass after it looks again.
+    assert reconciler.reconcile_open_intents(gateway) == 0
+    wait_until(lambda: reconciler.reconcile_open_intents(gateway), timeout=30, what="the second look to settle it")
 
     assert rebyte_double.state()["counts"]["agents"] == 1
     assert rebyte_double.state()["requests"]["list_agents"] == 2  # a listing, the grace period, a second listing
@@ -120,7 +123,7 @@ def test_nothing_found_twice_after_the_grace_period_allows_one_new_create(user, 
 
 @pytest.fixture
 def session(user, gateway):
-    agent = services.ensure_saved_agent(user, gateway)
+    agent = agents.ensure_saved_agent(user, gateway, instructions="")
     conversation = ensure_main_conversation(user)
     return RemoteSessionFactory(
         conversation=conversation,
@@ -150,7 +153,10 @@ def spend(session: RemoteSession, *, turns: int = 0, tokens: int | None = 100, i
 def test_main_chat_rotates_its_session_at_each_limit(session, spent, reason):
     spend(session, **spent)
 
-    assert usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) is None
+    assert usable_session(session.conversation, fingerprint="tools-a", instructions="", now=timezone.now()) == (
+        None,
+        True,
+    )
 
     session.refresh_from_db()
     assert (session.state, session.rotation_reason) == (SessionState.HISTORICAL, reason)
@@ -159,15 +165,18 @@ def test_main_chat_rotates_its_session_at_each_limit(session, spent, reason):
 def test_a_session_under_every_limit_is_kept(session):
     spend(session, turns=7, tokens=11_999, idle=timedelta(hours=5, minutes=59))
 
-    assert usable_session(session.conversation, fingerprint="tools-a", now=timezone.now()) == session
+    assert usable_session(session.conversation, fingerprint="tools-a", instructions="", now=timezone.now()) == (
+        session,
+        True,
+    )
 
 
 def test_another_tool_catalogue_needs_another_session_even_for_a_task(session, user):
     task = TaskConversationFactory(owner=user)
     RemoteSession.objects.filter(id=session.id).update(conversation=task, turn_count=50)
 
-    assert usable_session(task, fingerprint="tools-a", now=timezone.now()) == session
-    assert usable_session(task, fingerprint="tools-b", now=timezone.now()) is None
+    assert usable_session(task, fingerprint="tools-a", instructions="", now=timezone.now()) == (session, True)
+    assert usable_session(task, fingerprint="tools-b", instructions="", now=timezone.now()) == (None, True)
     session.refresh_from_db()
     assert session.rotation_reason == "tools"
 

@@ -8,19 +8,12 @@ import httpx
 import openai
 import pytest
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.client import user_input
 from rebyte.failures import UnknownOutcome
-from tests.rebyte.streams import read_until_idle
+from tests.rebyte.double_sessions import read_until_idle
 
 BETA = {"OpenAI-Beta": "agents=v1", "Authorization": "Bearer test-key"}
-
-
-@pytest.fixture
-def sdk(rebyte_double):
-    client = rebyte_double.sdk()
-    yield client
-    client.close()
 
 
 def streamed_create(sdk, text: str, **options):

@@ -1,6 +1,6 @@
 import pytest
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.models import RemoteTurn
 from runtime.models import Run, RunState
 from tests.client import post_message

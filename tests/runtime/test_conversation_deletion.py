@@ -9,7 +9,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.models import DeletionIntent, RemoteSession
 from runtime.models import Conversation, Event, Message, Run, RunState, Submission, Task
 from runtime.realtime.consumers import CONVERSATION_DELETED_CLOSE_CODE

@@ -8,22 +8,9 @@ from django.db import connection
 
 from runtime import search
 from runtime.models import Message, Task
+from tests.client import post_message, start_task
 
 pytestmark = pytest.mark.django_db
-
-
-def start_task(api, text, **extra):
-    response = api.post("/api/v1/tasks", {"clientMessageId": str(uuid.uuid4()), "text": text, **extra}, format="json")
-    assert response.status_code == 202
-    return response.json()
-
-
-def say_in_main_chat(api, text):
-    response = api.post(
-        "/api/v1/conversation/messages", {"clientMessageId": str(uuid.uuid4()), "text": text}, format="json"
-    )
-    assert response.status_code == 202
-    return response.json()
 
 
 def titles(response):
@@ -32,9 +19,9 @@ def titles(response):
 
 
 def test_main_chat_and_tasks_are_listed_newest_activity_first_with_their_titles(api):
-    start_task(api, "Water the plants\nand the lawn")
-    say_in_main_chat(api, "hello")
-    start_task(api, "Sort the photos")
+    start_task(api, "Water the plants\nand the lawn", client_message_id="t-1")
+    post_message(api, "hello", client_message_id="m-1")
+    start_task(api, "Sort the photos", client_message_id="t-2")
 
     body = api.get("/api/v1/conversations").json()
 
@@ -47,14 +34,14 @@ def test_main_chat_and_tasks_are_listed_newest_activity_first_with_their_titles(
     )
     assert body["nextOffset"] is None
 
-    say_in_main_chat(api, "again")  # a new message moves its chat to the top
+    post_message(api, "again", client_message_id="m-2")  # a new message moves its chat to the top
     assert titles(api.get("/api/v1/conversations"))[0] == "Main Chat"
 
 
 def test_search_finds_titles_and_message_text_by_words_and_their_beginnings(api):
-    start_task(api, "Water the plants")
-    start_task(api, "Sort the photos", title="Holiday album")
-    say_in_main_chat(api, "Remind me about the dentist on Tuesday")
+    start_task(api, "Water the plants", client_message_id="t-1")
+    start_task(api, "Sort the photos", client_message_id="t-2", title="Holiday album")
+    post_message(api, "Remind me about the dentist on Tuesday", client_message_id="m-1")
 
     assert titles(api.get("/api/v1/conversations", {"query": "holiday"})) == ["Holiday album"]
     assert titles(api.get("/api/v1/conversations", {"query": "photos"})) == ["Holiday album"]  # its message
@@ -65,8 +52,8 @@ def test_search_finds_titles_and_message_text_by_words_and_their_beginnings(api)
 
 
 def test_search_never_finds_another_users_conversations(api, other_api):
-    start_task(other_api, "secret plans of the other user")
-    start_task(api, "my plans")
+    start_task(other_api, "secret plans of the other user", client_message_id="t-1")
+    start_task(api, "my plans", client_message_id="t-2")
 
     assert titles(api.get("/api/v1/conversations", {"query": "plans"})) == ["my plans"]
     assert titles(other_api.get("/api/v1/conversations", {"query": "my"})) == []
@@ -74,7 +61,7 @@ def test_search_never_finds_another_users_conversations(api, other_api):
 
 def test_the_list_is_paginated_by_offset(api):
     for n in range(5):
-        start_task(api, f"task number {n}")
+        start_task(api, f"task number {n}", client_message_id=f"t-{n}")
 
     first = api.get("/api/v1/conversations", {"query": "task", "limit": 2}).json()
     second = api.get("/api/v1/conversations", {"query": "task", "limit": 2, "offset": first["nextOffset"]}).json()
@@ -93,7 +80,7 @@ def test_bad_list_parameters_are_a_clear_400(api):
 
 
 def test_renaming_a_task_conversation_renames_the_task_and_is_found_by_its_new_title(api):
-    task = start_task(api, "Water the plants")
+    task = start_task(api, "Water the plants", client_message_id="t-1")
 
     response = api.patch(f"/api/v1/conversations/{task['conversationId']}", {"title": "  Garden  "}, format="json")
 
@@ -114,7 +101,7 @@ def test_main_chat_can_be_renamed_too(api):
 
 
 def test_a_blank_or_long_title_is_refused_and_another_users_conversation_is_not_found(api, other_api):
-    task = start_task(api, "Water the plants")
+    task = start_task(api, "Water the plants", client_message_id="t-1")
     url = f"/api/v1/conversations/{task['conversationId']}"
 
     for body in ({"title": "   "}, {"title": "x" * 121}, {"title": 5}, {}, {"title": "ok", "extra": 1}):

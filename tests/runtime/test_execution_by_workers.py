@@ -2,18 +2,13 @@
 
 import pytest
 
-from impo.devstack import Stack, wait_until
+from devtools.stack import wait_until
 from runtime.models import Event, EventType, Message, MessageRole, RunState
-from tests.client import finished_run, post_message
+from tests.client import event_types, finished_run, post_message, streamed_text
 
-
-def event_types(submission_id) -> list[str]:
-    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
-
-
-def streamed_text(submission_id) -> str:
-    deltas = Event.objects.filter(submission_id=submission_id, type=EventType.TEXT_DELTA).order_by("seq")
-    return "".join(event.payload["delta"] for event in deltas)
+# The outage test's backoff cap, shorter than the stack's: its outage is five caps long, and what it proves (runs keep
+# trying at the cap without spending attempts) does not depend on the cap's length.
+SHORT_BACKOFF_CAP_SECONDS = 1
 
 
 def input_events_of(double_state, kind="agent.session.input.message") -> list[dict]:
@@ -218,12 +213,13 @@ def test_five_messages_posted_at_once_reach_the_session_in_order_without_steerin
 
 @pytest.mark.slow
 def test_a_provider_answering_5xx_for_five_backoff_caps_delays_runs_but_fails_none(stack, api, rebyte_double):
+    stack.env["IMPO_PROVIDER_BACKOFF_CAP_SECONDS"] = str(SHORT_BACKOFF_CAP_SECONDS)
     stack.start_worker("one")
     stack.start_worker("two")
     stack.start_sweeper()
     finished_run(post_message(api, "warm up", client_message_id="m-0")["submissionId"])
     # Five times the longest wait between two attempts: each run keeps trying at the cap, and no attempt is spent.
-    rebyte_double.fault("*", "http_error", status=503, seconds=5 * Stack.PROVIDER_BACKOFF_CAP_SECONDS)
+    rebyte_double.fault("*", "http_error", status=503, seconds=5 * SHORT_BACKOFF_CAP_SECONDS)
 
     receipts = [post_message(api, f"during the outage {n}", client_message_id=f"m-{n + 1}") for n in range(3)]
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from impo.core.error_codes import ErrorCode, RunError
+from core.error_codes import ErrorCode, RunError
 from runtime import locks
 from runtime.models import Run, RunState
 from runtime.services import lifecycle, staff

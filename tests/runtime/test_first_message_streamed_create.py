@@ -6,21 +6,12 @@ import json
 from collections import Counter
 
 import psycopg
-from django.db import connection
 from websockets.sync.client import connect
 
-from impo.devstack import wait_until
-from runtime.models import Event, EventType, Message, MessageRole, RunState
-from tests.client import finished_run, history, post_message, socket_url, token_of
-
-
-def streamed_text(submission_id) -> str:
-    deltas = Event.objects.filter(submission_id=submission_id, type=EventType.TEXT_DELTA).order_by("seq")
-    return "".join(event.payload["delta"] for event in deltas)
-
-
-def event_types(submission_id) -> list[str]:
-    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
+from devtools.stack import wait_until
+from runtime.models import Message, MessageRole, RunState
+from tests.client import event_types, finished_run, history, post_message, socket_url, streamed_text, token_of
+from tests.concurrency import database_parameters
 
 
 def provider_calls(double) -> Counter:
@@ -116,17 +107,6 @@ def test_a_worker_killed_during_a_streamed_create_is_reconciled_without_a_duplic
     calls = provider_calls(rebyte_double)
     assert calls["create_session"] == 1
     assert calls["list_sessions"] >= 1  # found by listing, never created again
-
-
-def database_parameters() -> dict:
-    settings = connection.settings_dict
-    return {
-        "dbname": settings["NAME"],
-        "user": settings["USER"],
-        "password": settings["PASSWORD"],
-        "host": settings["HOST"],
-        "port": settings["PORT"] or 5432,
-    }
 
 
 def adoption_waiting(holder) -> bool:

@@ -4,7 +4,7 @@
 import asyncio
 import threading
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from runtime.outbound import HintSender
 
 
@@ -14,8 +14,8 @@ def test_a_push_waits_for_the_earlier_pushes_of_its_own_lane_only():
     sent: list[str] = []
 
     async def push(name: str, *, held: bool = False) -> None:
-        while held and not first_may_finish.is_set():
-            await asyncio.sleep(0.01)
+        if held:
+            await asyncio.to_thread(first_may_finish.wait, 30)
         sent.append(name)
 
     sender.send(push("a1", held=True), lanes=("conversation.a",))
@@ -36,8 +36,8 @@ def test_a_push_to_several_lanes_goes_after_each_lane_s_earlier_pushes_and_befor
     sent: list[str] = []
 
     async def push(name: str) -> None:
-        while name in may_finish and not may_finish[name].is_set():
-            await asyncio.sleep(0.01)
+        if name in may_finish:
+            await asyncio.to_thread(may_finish[name].wait, 30)
         sent.append(name)
 
     sender.send(push("a1"), lanes=("conversation.a",))

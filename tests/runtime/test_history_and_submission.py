@@ -26,7 +26,13 @@ def test_history_lists_messages_in_order_with_the_active_submission(api):
     ]
     assert body["messages"][0]["id"] == receipt["messageId"]
     assert body["activeSubmissions"] == [
-        {"submissionId": receipt["submissionId"], "messageId": body["messages"][1]["id"], "status": "queued"}
+        {
+            "submissionId": receipt["submissionId"],
+            "messageId": body["messages"][1]["id"],
+            "status": "queued",
+            "reconnecting": False,
+            "needsStaff": False,
+        }
     ]
 
 
@@ -58,6 +64,19 @@ def test_a_submission_reports_the_ica_shape(api):
     assert body["version"] == 1
     assert body["cancelRequested"] is False
     assert body["error"] is None
+
+
+def test_the_receipt_and_the_submission_name_the_users_message_and_the_reply_alike(api):
+    receipt = post_message(api, client_message_id="m-1")
+
+    body = api.get(f"/api/v1/submissions/{receipt['submissionId']}").json()
+
+    user, reply = (m["id"] for m in api.get("/api/v1/conversation").json()["messages"])
+    assert (receipt["userMessageId"], receipt["replyMessageId"]) == (user, reply)
+    assert (body["userMessageId"], body["replyMessageId"]) == (user, reply)
+    # The first names, kept for the clients that read them, say different things: the receipt's is the user's.
+    assert (receipt["messageId"], body["messageId"]) == (user, reply)
+    assert post_message(api, client_message_id="m-1") == receipt  # a replay's receipt names them too
 
 
 def test_the_openapi_schema_describes_the_command_routes(api):

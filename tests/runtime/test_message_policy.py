@@ -3,7 +3,7 @@ message (docs/api.md "Messages during a reply")."""
 
 import pytest
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from runtime.models import Event, EventType, Run, RunState, Submission
 from tests.client import finished_run, send_message
 from tests.concurrency import all_at_once

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from impo.core.error_codes import ErrorCode, RunError
+from core.error_codes import ErrorCode, RunError
 from runtime.models import Notification, NotificationKind, Run, RunState
 from runtime.services import claims, commands, lifecycle
 from runtime.services.lifecycle import notify_owner

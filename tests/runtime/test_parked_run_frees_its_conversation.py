@@ -6,7 +6,7 @@ import time
 import pytest
 from django.test import Client
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from rebyte.models import CreationIntent, IntentKind, IntentState, RemoteSession, SessionState
 from runtime.models import Event, EventType, MessagePolicy, RunState
 from tests.client import post_message, run_in_state

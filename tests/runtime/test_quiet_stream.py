@@ -4,7 +4,7 @@ quiet wait, then after waits that double up to a cap, and a cancel asked for mea
 
 from collections import Counter
 
-from impo.devstack import wait_until
+from devtools.stack import wait_until
 from runtime.models import RunState
 from tests.client import finished_run, post_message
 

@@ -1,4 +1,5 @@
-"""The worker's reading of reasoning summary events (the `openai` SDK's models) into transient progress steps."""
+"""The worker's reading of reasoning summary events into transient progress steps: each event made as the SDK's model,
+read as the live stream reads it (its JSON, into the driver's record)."""
 
 from openai.types.beta import (
     AgentSessionTurnReasoningSummaryPartAddedEvent,
@@ -6,6 +7,7 @@ from openai.types.beta import (
     AgentSessionTurnReasoningSummaryTextDoneEvent,
 )
 
+from rebyte.live_event import from_raw
 from runtime.execution.reasoning import Summaries
 from runtime.services.projection import Progress
 
@@ -14,20 +16,26 @@ IDS = {"event_id": "evt", "item_id": "rs_1", "output_index": 1, "session_id": "s
 
 def added():
     part = {"type": "summary_text", "text": ""}
-    return AgentSessionTurnReasoningSummaryPartAddedEvent(
-        type="agent.session.turn.reasoning_summary_part.added", part=part, **IDS
+    return from_raw(
+        AgentSessionTurnReasoningSummaryPartAddedEvent(
+            type="agent.session.turn.reasoning_summary_part.added", part=part, **IDS
+        ).model_dump(mode="json")
     )
 
 
 def delta(text):
-    return AgentSessionTurnReasoningSummaryTextDeltaEvent(
-        type="agent.session.turn.reasoning_summary_text.delta", delta=text, **IDS
+    return from_raw(
+        AgentSessionTurnReasoningSummaryTextDeltaEvent(
+            type="agent.session.turn.reasoning_summary_text.delta", delta=text, **IDS
+        ).model_dump(mode="json")
     )
 
 
 def done(text):
-    return AgentSessionTurnReasoningSummaryTextDoneEvent(
-        type="agent.session.turn.reasoning_summary_text.done", text=text, **IDS
+    return from_raw(
+        AgentSessionTurnReasoningSummaryTextDoneEvent(
+            type="agent.session.turn.reasoning_summary_text.done", text=text, **IDS
+        ).model_dump(mode="json")
     )
 
 

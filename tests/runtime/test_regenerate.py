@@ -55,6 +55,17 @@ def test_a_regenerated_reply_runs_in_a_fresh_session_that_never_saw_the_replaced
     assert reply_text == "Echo: beta"
 
 
+def test_the_reply_named_by_a_message_receipt_is_the_one_regenerate_takes(workers, api):
+    receipt = post_message(api, "beta", client_message_id="m-1")
+    finished_run(receipt["submissionId"])
+
+    response = regenerate(api, receipt["replyMessageId"])
+
+    assert response.status_code == 202, response.content
+    assert response.json()["replacedMessageId"] == receipt["replyMessageId"]
+    assert response.json()["replyMessageId"] == response.json()["messageId"]
+
+
 def test_history_keeps_both_versions_of_a_regenerated_reply(workers, api):
     user_message_id = post_message(api, "beta", client_message_id="m-1")["messageId"]
     replaced = finished_run(Submission.objects.get(client_message_id="m-1").id)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from impo.devstack import ServiceProcess, settings_database_url, wait_until
+from devtools.stack import STARTUP_SECONDS, ServiceProcess, settings_database_url, wait_until
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def scheduling_worker(temporal_address, django_db_setup):
             raise RuntimeError(f"the temporal worker exited:\n{process.log_text()[-3000:]}")
         return READY_LINE in process.log_text()
 
-    wait_until(ready, timeout=60, what=f"the temporal worker (log: {process.log_path})")
+    wait_until(ready, timeout=STARTUP_SECONDS, what=f"the temporal worker (log: {process.log_path})")
     yield SchedulingWorker(process=process, address=temporal_address, task_queue=task_queue)
     process.stop()
 

@@ -6,6 +6,10 @@ from datetime import UTC, datetime, timedelta
 PLANS_URL = "/api/v1/scheduled-tasks"
 
 
+def error_of(response) -> tuple[int, str]:
+    return response.status_code, response.json()["error"]["code"]
+
+
 def plan_url(plan_id) -> str:
     return f"{PLANS_URL}/{plan_id}"
 

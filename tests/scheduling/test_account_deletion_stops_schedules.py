@@ -3,8 +3,8 @@
 from django.contrib.auth import get_user_model
 from temporalio.client import WorkflowExecutionStatus
 
-from impo.devstack import wait_until
-from scheduling.models import ScheduledTask
+from devtools.stack import wait_until
+from scheduling.models import Plan
 from tests.factories import PASSWORD
 from tests.scheduling.plans import create, daily
 from tests.scheduling.test_plans_on_temporal import timer_is_pending, workflow_status
@@ -12,7 +12,7 @@ from tests.scheduling.test_plans_on_temporal import timer_is_pending, workflow_s
 
 def test_deleting_the_account_stops_every_schedule_then_deletes_the_user(workers, api, user, temporal):
     plans = [create(api, schedule=daily("09:00"), title=title) for title in ("Digest", "Plants")]
-    saved = [ScheduledTask.objects.get(id=plan["id"]) for plan in plans]
+    saved = [Plan.objects.get(id=plan["id"]) for plan in plans]
     for plan in saved:
         wait_until(lambda plan=plan: timer_is_pending(temporal.address, plan), timeout=30, what="the plan's timer")
 
@@ -27,4 +27,4 @@ def test_deleting_the_account_stops_every_schedule_then_deletes_the_user(workers
             timeout=10,
             what="the workflow to end",
         )
-    assert not ScheduledTask.objects.filter(owner_id=user.pk).exists()
+    assert not Plan.objects.filter(owner_id=user.pk).exists()

@@ -8,7 +8,7 @@ import pytest
 from runtime.models import Run, RunState, Submission, Task
 from scheduling import services
 from scheduling.activities import plan_step
-from scheduling.models import ScheduledRun, ScheduledRunState
+from scheduling.models import Occurrence, OccurrenceState
 from scheduling.services import PlanCommand
 from scheduling.workflows import AdmitOutcome, PlanStepInput
 from tests.concurrency import all_at_once
@@ -46,7 +46,7 @@ def test_an_occurrence_opens_one_ordinary_task_with_a_queued_run(user):
 
     assert admit(plan) == AdmitOutcome.ADMITTED
 
-    occurrence = ScheduledRun.objects.get(plan=plan)
+    occurrence = Occurrence.objects.get(plan=plan)
     assert (occurrence.state, occurrence.scheduled_at, occurrence.revision) == ("admitted", FIRE, plan.revision)
     submission = Submission.objects.select_related("run", "user_message").get(conversation__task=occurrence.task)
     assert submission.user_message.text == "Summarise my mail."
@@ -61,7 +61,7 @@ def test_an_occurrences_message_carries_the_plans_zone_and_the_fire_time_as_its_
 
     admit(plan)
 
-    submission = Submission.objects.get(conversation__task=ScheduledRun.objects.get(plan=plan).task)
+    submission = Submission.objects.get(conversation__task=Occurrence.objects.get(plan=plan).task)
     assert submission.client_context == {"timeZone": "Europe/Berlin", "currentDate": "2026-03-03T09:00:00+01:00"}
 
 
@@ -83,7 +83,7 @@ def test_repeating_an_admission_returns_the_first_outcome_without_a_second_task(
     assert admit(plan) == AdmitOutcome.ADMITTED
 
     assert Task.objects.filter(owner=user).count() == 1
-    assert ScheduledRun.objects.filter(plan=plan).count() == 1
+    assert Occurrence.objects.filter(plan=plan).count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -110,7 +110,7 @@ def test_a_timer_of_an_old_revision_is_fenced(user):
 
     assert admit(plan, revision=old_revision) == AdmitOutcome.STALE
 
-    assert not ScheduledRun.objects.exists()
+    assert not Occurrence.objects.exists()
     assert not Task.objects.exists()
 
 
@@ -140,8 +140,8 @@ def test_an_occurrence_while_the_previous_task_is_queued_is_skipped_without_a_ta
 
     assert admit(plan, FIRE + timedelta(days=1)) == AdmitOutcome.SKIPPED_OVERLAP
 
-    skipped = ScheduledRun.objects.get(plan=plan, scheduled_at=FIRE + timedelta(days=1))
-    assert (skipped.state, skipped.task) == (ScheduledRunState.SKIPPED_OVERLAP, None)
+    skipped = Occurrence.objects.get(plan=plan, scheduled_at=FIRE + timedelta(days=1))
+    assert (skipped.state, skipped.task) == (OccurrenceState.SKIPPED_OVERLAP, None)
     assert Task.objects.filter(owner=user).count() == 1
 
 

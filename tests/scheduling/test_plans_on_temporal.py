@@ -9,9 +9,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from impo.devstack import free_port, wait_until
+from devtools.stack import free_port, wait_until
 from runtime.models import RunState, Submission, Task
-from scheduling.models import ScheduledRun, ScheduledRunState, ScheduledTask
+from scheduling.models import Occurrence, OccurrenceState, Plan
 from scheduling.services import PlanCommand, create_plan
 from scheduling.workflows import workflow_id
 from tests.scheduling.plans import create, cron, once, plan_url, seconds_from_now, update
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FIRE_TIMEOUT = 30
 
 
-def _workflow(address: str, plan: ScheduledTask, inspect):
+def _workflow(address: str, plan: Plan, inspect):
     async def run():
         client = await Client.connect(address)
         handle = client.get_workflow_handle(workflow_id(plan.owner_id, str(plan.id)))
@@ -35,7 +35,7 @@ def _workflow(address: str, plan: ScheduledTask, inspect):
     return asyncio.run(run())
 
 
-def timer_is_pending(address: str, plan: ScheduledTask) -> bool:
+def timer_is_pending(address: str, plan: Plan) -> bool:
     """Whether the workflow has started a timer (read from the server's history, not by querying the worker)."""
 
     async def timer_started(handle) -> bool:
@@ -45,18 +45,18 @@ def timer_is_pending(address: str, plan: ScheduledTask) -> bool:
     return bool(_workflow(address, plan, timer_started))
 
 
-def workflow_status(address: str, plan: ScheduledTask):
+def workflow_status(address: str, plan: Plan):
     async def status(handle):
         return (await handle.describe()).status
 
     return _workflow(address, plan, status)
 
 
-def occurrences(plan_id) -> list[ScheduledRun]:
-    return list(ScheduledRun.objects.filter(plan_id=plan_id).order_by("scheduled_at"))
+def occurrences(plan_id) -> list[Occurrence]:
+    return list(Occurrence.objects.filter(plan_id=plan_id).order_by("scheduled_at"))
 
 
-def wait_for_occurrences(plan_id, count: int) -> list[ScheduledRun]:
+def wait_for_occurrences(plan_id, count: int) -> list[Occurrence]:
     return wait_until(
         lambda: (found := occurrences(plan_id)) and len(found) >= count and found,
         timeout=FIRE_TIMEOUT,
@@ -70,7 +70,7 @@ def test_a_fired_occurrence_becomes_an_ordinary_queued_task(api, user, temporal)
 
     [occurrence] = wait_for_occurrences(plan["id"], 1)
 
-    assert occurrence.state == ScheduledRunState.ADMITTED
+    assert occurrence.state == OccurrenceState.ADMITTED
     assert occurrence.scheduled_at == run_at
     task = Task.objects.get(id=occurrence.task_id)
     assert (task.owner, task.title) == (user, "Water the plants")
@@ -83,7 +83,7 @@ def test_a_fired_occurrence_becomes_an_ordinary_queued_task(api, user, temporal)
 
 def test_editing_while_a_timer_is_pending_fences_the_old_timer(api, temporal):
     plan = create(api, schedule=once(seconds_from_now(3)))
-    saved = ScheduledTask.objects.get(id=plan["id"])
+    saved = Plan.objects.get(id=plan["id"])
     wait_until(lambda: timer_is_pending(temporal.address, saved), timeout=10, what="the pending timer")
 
     new_run_at = seconds_from_now(5)
@@ -101,7 +101,7 @@ def test_an_occurrence_while_the_previous_task_is_active_is_skipped_without_a_ta
     update(api, api.get(plan_url(plan["id"])).json(), schedule=once(seconds_from_now(2)))
 
     first, second = wait_for_occurrences(plan["id"], 2)
-    assert (first.state, second.state) == (ScheduledRunState.ADMITTED, ScheduledRunState.SKIPPED_OVERLAP)
+    assert (first.state, second.state) == (OccurrenceState.ADMITTED, OccurrenceState.SKIPPED_OVERLAP)
     assert second.task_id is None
     assert Task.objects.filter(owner=user).count() == 1
     runs = api.get(f"{plan_url(plan['id'])}/runs").json()["runs"]
@@ -114,7 +114,7 @@ def test_an_occurrence_while_the_previous_task_is_active_is_skipped_without_a_ta
 def test_deleting_a_plan_ends_its_workflow_and_leaves_the_admitted_task_running(api, temporal):
     plan = create(api, schedule=once(seconds_from_now(2)))
     [occurrence] = wait_for_occurrences(plan["id"], 1)
-    saved = ScheduledTask.objects.get(id=plan["id"])
+    saved = Plan.objects.get(id=plan["id"])
 
     response = api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
 
@@ -132,7 +132,7 @@ def test_deleting_a_plan_ends_its_workflow_and_leaves_the_admitted_task_running(
 def test_deleting_a_plan_with_a_pending_timer_admits_nothing(api, temporal):
     run_at = seconds_from_now(3)
     plan = create(api, schedule=once(run_at))
-    saved = ScheduledTask.objects.get(id=plan["id"])
+    saved = Plan.objects.get(id=plan["id"])
     wait_until(lambda: timer_is_pending(temporal.address, saved), timeout=10, what="the pending timer")
 
     api.delete(plan_url(plan["id"]), {"revision": plan["revision"]}, format="json")
@@ -153,10 +153,10 @@ def test_a_plan_saved_while_temporal_is_unreachable_is_scheduled_by_discovery(ap
 
     plan = create(api, schedule=once(seconds_from_now(2)))
 
-    assert ScheduledTask.objects.get(id=plan["id"]).synced_generation == 0
+    assert Plan.objects.get(id=plan["id"]).synced_generation == 0
     [occurrence] = wait_for_occurrences(plan["id"], 1)
-    assert occurrence.state == ScheduledRunState.ADMITTED
-    assert ScheduledTask.objects.get(id=plan["id"]).synced_generation == 1
+    assert occurrence.state == OccurrenceState.ADMITTED
+    assert Plan.objects.get(id=plan["id"]).synced_generation == 1
 
 
 def test_a_missed_window_catches_up_once(user, temporal):
@@ -171,6 +171,6 @@ def test_a_missed_window_catches_up_once(user, temporal):
     [first, *later] = wait_for_occurrences(plan.id, 1)
 
     # Nine or ten fire times were missed; only the latest is admitted, and nothing before it.
-    assert first.state == ScheduledRunState.ADMITTED
+    assert first.state == OccurrenceState.ADMITTED
     assert first.scheduled_at > datetime.now(UTC) - timedelta(minutes=2)
-    assert all(run.state == ScheduledRunState.SKIPPED_OVERLAP for run in later)
+    assert all(run.state == OccurrenceState.SKIPPED_OVERLAP for run in later)

@@ -5,8 +5,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
+from devtools.stack import start_web, wait_until
 from impo.asgi import application
-from impo.devstack import start_web, wait_until
 from runtime.realtime.consumers import RATE_LIMITED_CLOSE_CODE
 from tests.client import bearer, send_message, socket_path, token_of
 

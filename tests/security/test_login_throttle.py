@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from impo.core import limits, login
+from core import limits, login
 from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import start_web, wait_until
 from tests.client import bearer, socket_url, token_of
 from tests.factories import UserFactory
 

@@ -4,10 +4,12 @@ import httpx
 import pytest
 import redis
 from django.conf import settings
+from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from impo.core.authentication import token_cache_key, user_for_token
-from impo.devstack import start_web
+from core.authentication import token_cache_key, user_for_token
+from core.errors import ServiceUnavailable
+from devtools.stack import free_port, start_web
 from tests.client import token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,3 +72,15 @@ def test_a_user_read_from_the_token_cache_has_each_field_in_its_place(user):
     for found in (first, second):
         assert (found.pk, found.get_username(), found.is_active) == (user.pk, user.username, True)
         assert (found.is_staff, found.is_superuser) == (False, False)
+
+
+@pytest.mark.django_db
+def test_a_revocation_that_cannot_reach_the_token_cache_is_refused_as_unavailable_and_undone(user, settings):
+    """As an account deletion met it during a Redis restart: a 503 to try again, not a 500, and nothing revoked."""
+    token = token_of(user)
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+
+    with pytest.raises(ServiceUnavailable), transaction.atomic():
+        Token.objects.filter(key=token).delete()
+
+    assert Token.objects.filter(key=token).exists()

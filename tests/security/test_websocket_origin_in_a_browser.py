@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.contrib.auth.hashers import make_password
 
-from impo.devstack import start_web
+from devtools.stack import start_web
 from tests.client import send_message
 from tests.factories import PASSWORD
 from tests.web.conftest import CHROMIUM, CHROMIUM_FLAGS, log_in

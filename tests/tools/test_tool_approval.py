@@ -53,11 +53,6 @@ def definition(**fields) -> ToolDefinition:
     )
 
 
-@pytest.fixture
-def save_note_needs_approval(settings):
-    settings.IMPO_TOOL_APPROVAL = {"save_note": Approval.ALWAYS}
-
-
 def parked_call(api, text='/tool save_note {"text": "buy milk"}', *, device_id=None, name="save_note", arguments=None):
     """A call recorded by a worker holding the run's lease, which then parked the run for its approval."""
     body = {"clientMessageId": "m-1", "text": text}

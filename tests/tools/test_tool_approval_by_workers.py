@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from impo.devstack import start_web, wait_until
+from devtools.stack import start_web, wait_until
 from runtime.models import Event, EventType, RunState
 from tests.client import finished_run, post_message, run_of, send_message, token_of
 from tests.concurrency import all_at_once

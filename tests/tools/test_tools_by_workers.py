@@ -12,11 +12,11 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
 
-from impo.core.errors import Conflict
-from impo.devstack import wait_until
+from core.errors import Conflict
+from devtools.stack import wait_until
 from runtime.models import Event, EventType, Run, RunState, Submission, Task
 from runtime.services import devices
-from tests.client import post_message, run_of, settled_run
+from tests.client import event_types, post_message, run_of, settled_run
 from tests.devices import claim, device_answers, register_device, report
 from tools.models import DeviceInvocation, InvocationStatus, Note, ToolCall, ToolCallState, ToolReceipt
 
@@ -33,10 +33,6 @@ def tool_reply(name: str, result: dict) -> str:
     if "error" in result:
         return f"Tool {name} failed: {result['error']['code']}: {result['error']['message']}"
     return f"Tool {name} returned: {json.dumps(result['output'], sort_keys=True, separators=(',', ':'))}"
-
-
-def event_types(submission_id) -> list[str]:
-    return list(Event.objects.filter(submission_id=submission_id).order_by("seq").values_list("type", flat=True))
 
 
 @contextmanager

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.hashers import make_password
+from playwright.sync_api import expect
 
-from impo.devstack import start_web
+from devtools.stack import start_web
 from tests.factories import PASSWORD
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -24,6 +25,8 @@ CHROMIUM_FLAGS = [
     "--autoplay-policy=no-user-gesture-required",
 ]
 JS_MODULES = Path(__file__).resolve().parent.parent / "js" / "node_modules"
+# expect() keeps its own deadline (5 s by default), apart from the page's: a loaded machine needs the same 30 s.
+expect.set_options(timeout=30_000)
 
 
 @dataclass
@@ -166,10 +169,10 @@ def save_note_needs_approval(stack):
 
 
 def start_task(page, goal):
-    """Starts a task from the Tasks page, as a person does, and waits for its first reply."""
-    page.goto("/tasks/")
-    page.fill("#task-text", goal)
-    page.click("#new-task button[type=submit]")
+    """Starts a task from its empty composer ("+ New task"), as a person does, and waits for its first reply."""
+    page.goto("/tasks/new/")
+    page.fill("#message-text", goal)
+    page.click("#send")
     page.wait_for_url("**/tasks/*-*/")
     last_assistant(page).locator(".status-completed").wait_for()
 

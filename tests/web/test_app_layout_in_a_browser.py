@@ -5,6 +5,8 @@ import re
 import time
 import uuid
 
+from playwright.sync_api import expect
+
 from tests.web.conftest import last_assistant, log_in, open_sidebar, post_json, send
 
 
@@ -71,19 +73,19 @@ def test_new_task_in_the_sidebar_starts_a_task_and_the_drawer_closes_with_escape
         assert page.evaluate("() => document.activeElement.id") == "menu-toggle"
         sidebar = open_sidebar(page)
 
-    sidebar.locator("a", has_text="New chat").click()
-    page.wait_for_url("**/tasks/#task-text")
-    assert page.evaluate("() => document.activeElement.id") == "task-text"
-    page.fill("#task-text", "tidy the desk")
-    page.click("#new-task button[type=submit]")
+    sidebar.locator("a", has_text="+ New task").click()
+    page.wait_for_url("**/tasks/new/")
+    expect(page.locator("#message-text")).to_be_focused()
+    page.fill("#message-text", "tidy the desk")
+    page.click("#send")
     page.wait_for_url("**/tasks/*-*/")
     last_assistant(page).locator(".status-completed").wait_for()
     sidebar = open_sidebar(page)
     current = sidebar.locator("[aria-current=page]")
     assert current.locator(".side-task-title").inner_text() == "tidy the desk"
     current.locator("[data-status=completed]").wait_for()
-    assert sidebar.locator("a", has_text="Schedules").is_visible()
-    assert sidebar.locator("a", has_text="Main Chat").is_visible()
+    expect(sidebar.locator("a", has_text="Schedules")).to_be_visible()
+    expect(sidebar.locator("a", has_text="Main Chat")).to_be_visible()
 
 
 def test_a_reply_and_its_code_block_can_be_copied_and_the_code_is_highlighted(site, user):

@@ -1,6 +1,8 @@
 """What people expect of a chat page: Enter to send, safe Markdown, a steady view while a reply streams,
 the reason a run failed kept across a reload, and a layout that fits a phone."""
 
+from playwright.sync_api import expect
+
 from tests.web.conftest import last_assistant, log_in, send
 
 LONG_WORD = "unbroken" * 40
@@ -141,7 +143,7 @@ def test_an_empty_conversation_says_what_the_agent_can_do_and_an_empty_running_r
     browser_page, user, rebyte_double
 ):
     log_in(browser_page, user)
-    assert browser_page.locator("#empty-state").is_visible()
+    expect(browser_page.locator("#empty-state")).to_be_visible()
     empty_state = browser_page.locator("#empty-state").inner_text()
     assert "Start a conversation" in empty_state
     assert "/tool" in empty_state  # the local echo agent uses a tool only when asked by name

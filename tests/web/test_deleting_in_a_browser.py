@@ -1,6 +1,8 @@
 """Deleting from the web chat (docs/data-lifecycle.md "Deleting"): a Task from the sidebar, Main Chat's Clear, and the
 account from its page, each confirmed; another page open on a deleted chat says so instead of reconnecting."""
 
+from playwright.sync_api import expect
+
 from tests.factories import PASSWORD
 from tests.web.conftest import last_assistant, log_in, send, send_and_wait, start_task
 
@@ -44,28 +46,30 @@ def test_clearing_main_chat_leaves_an_empty_one_that_goes_on(site, user):
 
     page.wait_for_selector("#connection[data-state=live]")
     page.locator(".message").first.wait_for(state="detached")
-    assert page.locator("#empty-state").is_visible()
+    expect(page.locator("#empty-state")).to_be_visible()
     reply = send_and_wait(page, "a fresh start")
     assert "a fresh start" in reply.inner_text()
 
 
-def test_the_account_is_deleted_only_with_its_password(site, user):
+def test_the_account_is_deleted_only_with_its_password_checked_before_it_is_confirmed(site, user):
     page = site.new_page()
     log_in(page, user)
     send(page, "hello")
     last_assistant(page).locator(".status-completed").wait_for()
     page.goto("/account/")
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
 
     page.fill("#delete-password", "not my password")
-    accept_the_confirm(page)
     page.click("#delete-account button[type=submit]")
-    page.locator("#delete-account-error").wait_for()
-    assert "Nothing was deleted" in page.locator("#delete-account-error").inner_text()
+    expect(page.locator("#delete-account-error")).to_contain_text("That is not your password. Nothing was deleted.")
+    assert asked == []  # a wrong password is said before "for good?" is asked
 
     page.fill("#delete-password", PASSWORD)
-    accept_the_confirm(page)
     page.click("#delete-account button[type=submit]")
-    page.wait_for_url("**/login/")
+    page.wait_for_url("**/login/?account=deleted")
+    expect(page.locator(".login [role=status]")).to_contain_text("Your account was deleted.")
+    assert asked == ["Delete your account and everything in it, for good?"]
     log_in(page, user, wait_for_chat=False)
     page.locator(".errorlist, .error").first.wait_for()
     assert "/login/" in page.url

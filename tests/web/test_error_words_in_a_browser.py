@@ -1,6 +1,8 @@
 """A failed reply's words follow its error's kind and retryability: the agent's own failure and a refusal offer no
 "Try again" (it would fail the same way), a passing overload does; Details sits under the sentence and copies."""
 
+from playwright.sync_api import expect
+
 from tests.web.conftest import history, last_assistant, log_in, run_axe, send
 
 
@@ -60,4 +62,4 @@ def test_a_passing_overload_offers_try_again(browser_page, user):
     assert reply.locator(".run-error .error-sentence").inner_text() == (
         "The assistant's service is overloaded just now. Try again."
     )
-    assert reply.locator("button.try-again").is_visible()
+    expect(reply.locator("button.try-again")).to_be_visible()

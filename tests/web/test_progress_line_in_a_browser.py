@@ -54,7 +54,7 @@ def test_a_call_waiting_for_approval_is_what_the_line_says_until_it_is_answered(
     send(browser_page, '/tool save_note {"text": "buy milk"}')
     reply = last_assistant(browser_page)
 
-    reply.locator(".progress-line summary", has_text="Waiting for your approval to run").wait_for()
+    reply.locator(".progress-line summary", has_text="Save a note needs your answer").wait_for()
     reply.locator(".approval-approve").click()
 
     reply.locator(".status-completed").wait_for()

@@ -1,4 +1,4 @@
-"""Try again, edit and resend, words instead of codes, form errors beside their fields, and the keyboard: focus,
+"""Try again, words instead of codes, form errors beside their fields, and the keyboard: focus,
 Escape and one announcement per reply; at a laptop's and a phone's width."""
 
 from tests.web.conftest import history, last_assistant, log_in, send, submit_plan
@@ -38,29 +38,6 @@ def test_try_again_on_a_failed_reply_then_a_normal_message_completes(sized_page,
     assert page.locator(".message.role-assistant").count() == 2  # the retry reused its reply
 
 
-def test_the_last_message_can_be_edited_and_sent_again_as_a_new_message(sized_page, user):
-    page = sized_page
-    log_in(page, user)
-    send(page, "helo wrld")
-    last_assistant(page).locator(".status-completed").wait_for()
-    assert page.locator(".message.role-user .edit-message").count() == 1
-
-    page.locator(".message.role-user .edit-message").click()
-    assert page.input_value("#message-text") == "helo wrld" and active_id(page) == "message-text"
-    page.keyboard.press("Escape")  # changed my mind
-    assert page.input_value("#message-text") == "" and page.locator("#edit-note").is_hidden()
-
-    page.locator(".message.role-user .edit-message").click()
-    page.fill("#message-text", "hello world")
-    page.keyboard.press("Enter")
-    last_assistant(page).locator(".status-completed").wait_for()
-    page.locator(".message.role-assistant", has_text="Echo: hello world").wait_for()
-
-    texts = [m["text"] for m in history(page)["messages"] if m["role"] == "user"]
-    assert texts == ["helo wrld", "hello world"]  # the old one stays
-    assert page.locator(".message.role-user .edit-message").count() == 1  # only on the last
-
-
 def test_every_refused_schedule_field_is_marked_beside_itself_in_words(sized_page, user):
     page = sized_page
     log_in(page, user)
@@ -83,13 +60,13 @@ def test_every_refused_schedule_field_is_marked_beside_itself_in_words(sized_pag
 def test_a_task_without_a_goal_is_refused_beside_its_field(sized_page, user):
     page = sized_page
     log_in(page, user)
-    page.goto("/tasks/")
+    page.goto("/tasks/new/")
 
-    page.click("#new-task button[type=submit]")
+    page.click("#send")
 
     assert page.locator("#task-error").inner_text() == "Describe the task first: what should the assistant do?"
-    assert page.get_attribute("#task-text", "aria-invalid") == "true"
-    assert active_id(page) == "task-text"
+    assert page.get_attribute("#message-text", "aria-invalid") == "true"
+    assert active_id(page) == "message-text"
 
 
 def test_the_send_choice_closes_with_escape_or_cancel_and_focus_returns_to_the_composer(
@@ -159,5 +136,6 @@ def test_an_approval_says_waiting_once_deny_looks_secondary_and_focus_returns_af
     assert approve_colour != deny_colour
 
     reply.locator(".approval-deny").click()
+    reply.locator(".approval-confirm-deny").click()
     reply.locator(".status-completed").wait_for()
     assert active_id(page) == "message-text"

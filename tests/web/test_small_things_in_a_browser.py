@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling.models import ScheduledTask
+from scheduling.models import Plan
 from tests.web.conftest import _verifiable_password, last_assistant, log_in, send
 
 
@@ -19,7 +19,7 @@ def one_off_plan_that_ran(api):
     response = api.post("/api/v1/scheduled-tasks", {**body, "schedule": schedule}, format="json")
     assert response.status_code == 201, response.json()
     # What its one firing leaves behind (scheduling.services): nothing planned next.
-    ScheduledTask.objects.filter(id=response.json()["id"]).update(next_run_at=None)
+    Plan.objects.filter(id=response.json()["id"]).update(next_run_at=None)
 
 
 @pytest.fixture
@@ -48,11 +48,11 @@ def test_on_a_touch_screen_return_breaks_the_line_and_the_send_button_sends(site
 def test_enter_in_the_tasks_box_starts_the_task_as_enter_sends_in_a_chat(browser_page, user):
     page = browser_page
     log_in(page, user)
-    page.goto("/tasks/")
-    page.fill("#task-text", "water the plants")
-    page.press("#task-text", "Shift+Enter")
+    page.goto("/tasks/new/")
+    page.fill("#message-text", "water the plants")
+    page.press("#message-text", "Shift+Enter")
     page.keyboard.type("and the roses")
-    page.press("#task-text", "Enter")
+    page.press("#message-text", "Enter")
     page.wait_for_url("**/tasks/*-*/")
     assert page.locator("#chat-title").inner_text() == "water the plants"
 

@@ -2,15 +2,18 @@
 
 import uuid
 
+from playwright.sync_api import expect
+
 from tests.web.conftest import last_assistant, log_in, submit_plan
 
 
 def test_starting_a_task_from_the_tasks_page_opens_it_with_its_reply(browser_page, user):
     log_in(browser_page, user)
     browser_page.goto("/tasks/")
+    browser_page.click("main a:text-is('+ New task')")
 
-    browser_page.fill("#task-text", "water the plants")
-    browser_page.click("#new-task button[type=submit]")
+    browser_page.fill("#message-text", "water the plants")
+    browser_page.click("#send")
 
     browser_page.wait_for_url("**/tasks/*-*/")
     reply = last_assistant(browser_page)
@@ -18,7 +21,6 @@ def test_starting_a_task_from_the_tasks_page_opens_it_with_its_reply(browser_pag
     assert reply.locator(".text").inner_text() == "Echo: water the plants"
     browser_page.goto("/tasks/")
     assert browser_page.locator(".tasks a", has_text="water the plants").count() == 1
-    assert browser_page.locator("#task-error").is_hidden()
 
 
 def test_an_unknown_task_page_is_an_html_page_that_says_not_found(browser_page, user):
@@ -29,8 +31,8 @@ def test_an_unknown_task_page_is_an_html_page_that_says_not_found(browser_page, 
     assert response.status == 404
     assert response.headers["content-type"].startswith("text/html")
     assert browser_page.locator("h1").inner_text() == "Not found"
-    assert browser_page.locator("main a", has_text="Tasks").is_visible()
-    assert browser_page.locator("#sidebar a", has_text="Main Chat").is_visible()
+    expect(browser_page.locator("main a", has_text="Tasks")).to_be_visible()
+    expect(browser_page.locator("#sidebar a", has_text="Main Chat")).to_be_visible()
 
 
 def plans(page) -> list[dict]:
@@ -111,18 +113,18 @@ def test_a_schedule_the_api_refuses_shows_why_and_saves_nothing(browser_page, us
 
 def test_starting_a_task_again_after_its_answer_was_lost_starts_it_once(browser_page, user):
     log_in(browser_page, user)
-    browser_page.goto("/tasks/")
-    browser_page.fill("#task-text", "sort the photos")
+    browser_page.goto("/tasks/new/")
+    browser_page.fill("#message-text", "sort the photos")
 
     def lose_the_answer(route):
         route.fetch()  # the server starts the task; its answer never reaches the page
         route.abort()
 
     browser_page.route("**/api/v1/tasks", lose_the_answer, times=1)
-    browser_page.click("#new-task button[type=submit]")
+    browser_page.click("#send")
     browser_page.locator("#task-error").wait_for()
 
-    browser_page.click("#new-task button[type=submit]")
+    browser_page.click("#send")
 
     browser_page.wait_for_url("**/tasks/*-*/")
     tasks = browser_page.evaluate("() => fetch('/api/v1/tasks').then((r) => r.json())")["tasks"]

@@ -1,18 +1,8 @@
 """The web chat's Approve / Deny / Edit on a call waiting for approval, its state rebuilt from the server."""
 
-import pytest
-
 from tests.web.conftest import history, last_assistant, log_in, send
 
 SAVE_MILK = '/tool save_note {"text": "buy milk"}'
-
-
-@pytest.fixture
-def save_note_needs_approval(stack):
-    # Listed before `browser_page` in a test's arguments, so the web and worker processes start with it; the
-    # sweeper re-sends a wake-up whose claim skipped the run while another transaction held it (as in production).
-    stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
-    stack.start_sweeper()
 
 
 def test_a_call_is_approved_after_a_reload_and_runs(save_note_needs_approval, browser_page, user):
@@ -58,8 +48,9 @@ def test_a_denial_with_a_reason_is_shown_and_told_to_the_agent(save_note_needs_a
     send(browser_page, SAVE_MILK)
     reply = last_assistant(browser_page)
 
-    reply.locator(".approval-reason").fill("I have milk")
     reply.locator(".approval-deny").click()
+    reply.locator(".approval-reason").fill("I have milk")
+    reply.locator(".approval-confirm-deny").click()
 
     reply.locator(".status-completed").wait_for()
     assert reply.locator(".tool").get_attribute("data-state") == "failed"

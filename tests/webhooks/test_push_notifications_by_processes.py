@@ -1,5 +1,5 @@
 """Notifications pushed by the real webhooks loop (its push sender) to a local push service of the suite's own
-(impo/devtools/push_service.py), which checks each push's VAPID token and decrypts it as the browser would: exactly one
+(devtools/push_service.py), which checks each push's VAPID token and decrypts it as the browser would: exactly one
 decrypted notification per run and kind, through failures of the push service, of the sender and of Redis."""
 
 import asyncio
@@ -11,22 +11,26 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.db import connection
 from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
+from devtools.push_service import HANG, Browser, PushService, vapid_public_key_of
+from devtools.stack import free_port, wait_until
 from impo.asgi import application
-from impo.devstack import free_port, wait_until
-from impo.devtools.push_service import HANG, Browser, PushService, vapid_public_key_of
+from runtime import subscribers
 from runtime.models import Notification, NotificationKind, RunState
 from tests.client import finished_run, post_message
 from tests.faults.instances import PrivateRedis
 from webhooks.models import PushDelivery, PushStatus, PushSubscription
 
-PUSH_SERVICE_DOWN_SECONDS = 30
+# Three times the stack's webhook backoff cap (4 s, devtools/stack.py): the retries reach the cap during the outage.
+PUSH_SERVICE_DOWN_SECONDS = 12
 
 
 @pytest.fixture(autouse=True)
 def loopback_allowed(settings):
-    """The push service listens on loopback: allowed explicitly here, as in the stack's processes."""
+    """The push service listens on loopback over plain http: allowed explicitly here, as in the stack's processes."""
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    settings.IMPO_WEBHOOK_ALLOW_HTTP = True
 
 
 @pytest.fixture
@@ -91,7 +95,7 @@ def test_a_finished_reply_reaches_the_browser_once_signed_and_encrypted(stack, a
     assert nothing_secret_in(loop, browser)
 
 
-def test_a_push_service_down_for_30_seconds_then_busy_still_gets_one_notification(stack, api, push_service):
+def test_a_push_service_down_for_three_backoff_caps_then_busy_still_gets_one_notification(stack, api, push_service):
     stack.start_worker()
     stack.start_webhooks()
     browser = push_service.subscribe()
@@ -107,7 +111,7 @@ def test_a_push_service_down_for_30_seconds_then_busy_still_gets_one_notificatio
         lambda: time.time() >= down_until and PushDelivery.objects.get(id=delivery.id).attempts >= 3,
         timeout=PUSH_SERVICE_DOWN_SECONDS + 30,
         interval=0.5,
-        what="the push service's outage to last its 30 s, with retries meanwhile",
+        what="the push service's outage to last, with retries meanwhile",
     )
     refused = PushDelivery.objects.get(id=delivery.id)
     assert (refused.status, refused.last_error) == (PushStatus.PENDING, "connection failed")
@@ -195,7 +199,7 @@ def test_a_run_finishing_while_redis_is_stopped_is_still_pushed_once(transaction
     """A stack of its own on a private Redis (never the machine's): the run finishes with Redis up (its sweeper wakes
     the worker there), then Redis stops before the sender starts; the sender needs only PostgreSQL (whether a page is
     in view reads as no)."""
-    from impo.devstack import Stack
+    from devtools.stack import Stack
 
     redis = PrivateRedis()
     own = Stack(database_name=connection.settings_dict["NAME"], double=rebyte_double, redis_url=redis.url)
@@ -242,7 +246,12 @@ def test_no_push_while_a_page_of_the_conversation_is_in_view_and_one_once_it_is_
         socket = WebsocketCommunicator(application, path)
         assert (await socket.connect())[0]
         await socket.send_json_to({"type": "visibility", "visible": visible})
-        await asyncio.sleep(0.2)  # lets the consumer record it before the run is admitted
+        await asyncio.to_thread(  # the consumer records it before the run is admitted
+            wait_until,
+            lambda: (conversation_id in subscribers.conversations_in_view([conversation_id])) == visible,
+            timeout=30,
+            what=f"the page to be {'in' if visible else 'out of'} view",
+        )
         submission_id = await asyncio.to_thread(closing, submitted, api, text)
         run = await asyncio.to_thread(closing, finished_run, submission_id)
         await asyncio.to_thread(
@@ -287,15 +296,15 @@ def test_an_endpoint_whose_name_resolves_inside_is_refused_at_send_time(stack, a
     assert push_service.attempts == 0
 
 
-def test_approval_and_failure_notifications_carry_what_to_open(stack, api, push_service):
+def test_an_approval_push_carries_what_to_open_and_its_approve_action_lets_the_run_go_on(stack, api, push_service):
     stack.env["IMPO_TOOL_APPROVAL"] = "save_note=always"
     stack.start_worker()
-    stack.start_webhooks()
+    loop = stack.start_webhooks()
     push_service.start()
     browser = push_service.subscribe()
     subscribe(api, browser)
 
-    post_message(api, '/tool save_note {"text": "buy milk"}')
+    submission_id = post_message(api, '/tool save_note {"text": "buy milk"}')["submissionId"]
     wait_until(lambda: push_service.accepted_for(browser), timeout=60, what="the approval push")
 
     [accepted] = push_service.accepted_for(browser)
@@ -303,3 +312,28 @@ def test_approval_and_failure_notifications_carry_what_to_open(stack, api, push_
     assert accepted.urgency == "high"
     assert "save_note" in accepted.payload["body"]
     assert accepted.payload["url"] == f"/#approval-{accepted.payload['toolCallId']}"
+    actions = {action["action"]: action for action in accepted.payload["actions"]}
+    assert [(action["action"], action["title"]) for action in accepted.payload["actions"]] == [
+        ("approve", "Approve"),
+        ("deny", "Deny"),
+    ]
+    tokens = [action["capability"] for action in actions.values()]
+    stored = str(list(PushDelivery.objects.values_list("payload", flat=True)))
+    assert "actions" not in stored and not any(token in stored or token in loop.log_text() for token in tokens)
+
+    decided = APIClient().post(
+        "/api/v1/approvals/decide",
+        {"approvalId": accepted.payload["toolCallId"], "decision": "approve", "capability": tokens[0]},
+        format="json",
+    )
+
+    assert decided.status_code == 200, decided.content
+    run = finished_run(submission_id)
+    assert run.state == RunState.COMPLETED
+    assert run.submission.assistant_message.text.startswith('Tool save_note returned: {"noteId":')
+    replay = APIClient().post(
+        "/api/v1/approvals/decide",
+        {"approvalId": accepted.payload["toolCallId"], "decision": "deny", "capability": tokens[1]},
+        format="json",
+    )
+    assert (replay.status_code, replay.json()["error"]["code"]) == (409, "capability_used")

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from impo.devtools.push_service import Browser, new_vapid_private_key, vapid_public_key_of
+from devtools.push_service import Browser, new_vapid_private_key, vapid_public_key_of
 from webhooks.models import PushSubscription
 
 pytestmark = pytest.mark.django_db
@@ -55,13 +55,29 @@ def test_a_subscription_is_deleted_by_its_owner_and_is_not_found_by_anyone_else(
     assert api.delete(f"/api/v1/push-subscriptions/{uuid.uuid4()}").status_code == 404
 
 
-def test_an_endpoint_registered_by_another_account_moves_to_the_one_signed_in_now(api, other_api):
-    register(other_api, browser().to_json())
+def test_an_endpoint_moves_to_the_account_signed_in_now_when_its_keys_come_with_it(api, other_api):
+    signed_in_browser = browser()
+    register(other_api, signed_in_browser.to_json())
 
-    assert register(api, browser().to_json()).status_code == 201
+    assert register(api, signed_in_browser.to_json()).status_code == 201
 
     assert other_api.get("/api/v1/push-subscriptions").json()["subscriptions"] == []
     assert len(api.get("/api/v1/push-subscriptions").json()["subscriptions"]) == 1
+
+
+def test_an_endpoint_of_another_account_is_refused_with_other_keys_and_stays_with_its_owner(api, other_api, other_user):
+    owners_browser = browser()
+    owned = register(other_api, owners_browser.to_json()).json()
+
+    refused = register(api, browser().to_json())  # the same endpoint URL, with keys of the caller's making
+
+    assert refused.status_code == 409, refused.content
+    assert refused.json()["error"]["code"] == "push_endpoint_taken"
+    assert other_api.get("/api/v1/push-subscriptions").json()["subscriptions"] == [owned]
+    assert api.get("/api/v1/push-subscriptions").json()["subscriptions"] == []
+    stored = PushSubscription.objects.get()
+    assert stored.owner == other_user
+    assert stored.auth == owners_browser.to_json()["keys"]["auth"]  # its pushes still reach the owner's browser
 
 
 def _with_keys(**keys) -> dict:
@@ -110,9 +126,7 @@ def test_an_endpoint_on_an_internal_address_is_refused_at_registration(api, endp
     assert not PushSubscription.objects.exists()
 
 
-def test_plain_http_is_refused_where_webhooks_refuse_it(api, settings):
-    settings.IMPO_WEBHOOK_ALLOW_HTTP = False
-
+def test_plain_http_is_refused_where_webhooks_refuse_it(api):
     response = register(api, browser("http://push.example.com/x").to_json())
 
     assert response.status_code == 400

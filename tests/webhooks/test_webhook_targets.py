@@ -4,7 +4,7 @@ nothing about which ports are open."""
 
 import pytest
 
-from impo.devstack import free_port, wait_until
+from devtools.stack import free_port, wait_until
 from runtime.models import Run
 from tests.client import send_message
 from tests.webhooks.receiver import Receiver
@@ -63,18 +63,19 @@ def test_an_endpoint_cannot_be_moved_to_an_internal_target(api):
 
 
 @pytest.mark.django_db
-def test_plain_http_needs_debug_or_the_explicit_setting(api, settings):
-    settings.IMPO_WEBHOOK_ALLOW_HTTP = False
-
-    refused = create(api, "http://93.184.215.14/hooks")
+def test_plain_http_is_refused_unless_the_explicit_setting_allows_it(api, settings):
+    refused = create(api, "http://93.184.215.14/hooks")  # the default: DEBUG or not, https only
     accepted = create(api, "https://93.184.215.14/hooks")
+    settings.IMPO_WEBHOOK_ALLOW_HTTP = True
+    allowed = create(api, "http://93.184.215.14/hooks")
 
     assert (refused.status_code, refused.json()["error"]["code"]) == (400, "webhook_target_forbidden")
-    assert accepted.status_code == 201
+    assert (accepted.status_code, allowed.status_code) == (201, 201)
 
 
 @pytest.mark.django_db
 def test_a_network_listed_as_allowed_takes_local_receivers(api, settings):
+    settings.IMPO_WEBHOOK_ALLOW_HTTP = True
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
 
     assert create(api, "http://127.0.0.1:9/hooks").status_code == 201
@@ -120,6 +121,7 @@ def last_error_on_the_wire(api, endpoint_id: str) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_a_name_that_resolves_to_loopback_at_send_time_is_not_contacted(stack, api, settings, receivers):
     # Created while loopback was allowed; the senders allow no local network (the deployment's default).
+    settings.IMPO_WEBHOOK_ALLOW_HTTP = True
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     del stack.env["IMPO_WEBHOOK_ALLOWED_NETWORKS"]
     receiver = receivers()
@@ -137,6 +139,7 @@ def test_a_name_that_resolves_to_loopback_at_send_time_is_not_contacted(stack, a
 
 @pytest.mark.django_db(transaction=True)
 def test_a_redirect_is_not_followed_and_errors_say_nothing_of_the_port(shared_webhooks, api, settings, receivers):
+    settings.IMPO_WEBHOOK_ALLOW_HTTP = True
     settings.IMPO_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     inner = receivers()
     redirecting = receivers((302,), location=inner.url)

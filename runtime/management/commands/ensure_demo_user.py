@@ -1,5 +1,4 @@
 import environ
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
@@ -12,10 +11,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         # The demo superuser's password is published in the README: on anything but a developer's machine it
-        # would be an open door. A local run with DEBUG off (trying production settings) may force it.
-        if not settings.DEBUG and not env.bool("IMPO_DEMO_USER_FORCE", default=False):
+        # would be an open door. So it is made only when asked for explicitly (`make run` does), DEBUG or not:
+        # a deployment that turned DEBUG on to look at a problem must not get an open door with it.
+        if not env.bool("IMPO_DEMO_USER_FORCE", default=False):
             raise CommandError(
-                "Refusing to create the demo superuser with DEBUG off (set IMPO_DEMO_USER_FORCE=true locally)."
+                "Refusing to create the demo superuser unless IMPO_DEMO_USER_FORCE=true (local use only)."
             )
         username = env("IMPO_DEMO_USERNAME", default="demo")
         password = env("IMPO_DEMO_PASSWORD", default="impo-demo-password")

@@ -53,15 +53,21 @@
     });
   }
 
+  function refused(show) {
+    input.setAttribute("aria-invalid", "true");
+    show();
+    problem.hidden = false;
+    input.focus();
+  }
+
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const result = await ImpoApi.call("PATCH", url, { title: input.value });
-    if (!result.ok) {
-      input.setAttribute("aria-invalid", "true");
-      ImpoUi.showError(problem, result.body);
-      input.focus();
-      return;
+    // Said here in words: the server's answer to a blank title is the form's generic "needs fixing".
+    if (!input.value.trim()) {
+      return refused(() => (problem.textContent = "A name can't be empty. Type one, or press Escape to keep the old one."));
     }
+    const result = await ImpoApi.call("PATCH", url, { title: input.value });
+    if (!result.ok) return refused(() => ImpoUi.showError(problem, result.body));
     heading.textContent = result.body.title;
     document.title = result.body.title + SITE_SUFFIX;
     editing(false);

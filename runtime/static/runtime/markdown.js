@@ -1,8 +1,8 @@
 // Agent text as Markdown, made safe: marked parses it (raw HTML included, as Markdown allows) and DOMPurify
 // then keeps only inert formatting. No element may run script: no event handlers, no <script>/<style>, no
 // images or frames (which fetch on their own), and only http(s)/mailto links, which open in a new tab.
-// Code blocks are coloured by highlight.js from their text after sanitising (its output is that text, escaped,
-// in <span class="hljs-…">), and each gets a copy button.
+// Code blocks are coloured by highlight.js (in the language their fence names) from their text after sanitising
+// (its output is that text, escaped, in <span class="hljs-…">), and each gets a copy button.
 (function () {
   "use strict";
 
@@ -32,14 +32,14 @@
     node.setAttribute("rel", "noopener noreferrer nofollow");
   });
 
-  // Colours the block; answers the language to label it with: the one the fence named, else highlight.js's guess.
+  // Colours the block in the language its fence named, and answers the label: that name, or "text" for a fence
+  // that named none. highlight.js's guess is not used: on a few lines of prose or a log it says "css" or "ini".
   function highlight(code) {
     const named = (code.className.match(LANGUAGE_CLASS) || [""])[0].replace("language-", "");
-    const text = code.textContent;
-    const result = named && hljs.getLanguage(named) ? hljs.highlight(text, { language: named }) : hljs.highlightAuto(text);
-    code.innerHTML = result.value;
     code.classList.add("hljs");
-    return named || result.language || "text";
+    if (!named) return "text";
+    if (hljs.getLanguage(named)) code.innerHTML = hljs.highlight(code.textContent, { language: named }).value;
+    return named;
   }
 
   function render(text) {

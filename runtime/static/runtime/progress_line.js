@@ -1,7 +1,7 @@
 // The "thinking / doing" line above a reply while it runs: what the agent is doing now, in one line that opens to
 // show its reasoning so far. It is transient: fed by `run.progress` events (reasoning summaries, in Markdown) and
 // the reply's live state, it goes once reply text follows the latest progress or the run ends; it is never part
-// of the reply's text, and the history does not bring it back.
+// of the reply's text. What it said stays as "Thought for N s" above the reply (reasoning.js).
 (function () {
   "use strict";
 
@@ -9,11 +9,19 @@
 
   // A message's progress: its reasoning steps in order, and the length its text had at the latest one.
   function empty() {
-    return { steps: new Map(), textAt: 0 };
+    return { steps: new Map(), textAt: 0, startedAt: null, lastAt: null, repliedAt: null };
+  }
+
+  // Reply text came at `at`: the thinking before it ends there.
+  function replied(progress, at) {
+    if (progress && progress.startedAt && !progress.repliedAt) progress.repliedAt = at;
   }
 
   // Folds one `run.progress` payload in: a running step's delta extends it, a completed one brings its whole text.
-  function take(progress, payload, textLength) {
+  // `at` (the event's time) times the thinking: from its first step to the reply's first words (`replied`).
+  function take(progress, payload, textLength, at) {
+    progress.startedAt = progress.startedAt || at;
+    progress.lastAt = at;
     const step = progress.steps.get(payload.stepId) || { kind: payload.kind, text: "", done: false };
     step.text = payload.status === "completed" ? payload.text : step.text + payload.delta;
     step.done = payload.status === "completed";
@@ -25,7 +33,8 @@
   // Reasoning summaries usually open with a bold title ("**Reading the message**"); otherwise their first line.
   function titleOf(text) {
     const bold = /^\s*\*\*(.+?)\*\*/.exec(text);
-    const line = (bold ? bold[1] : text.trim().split("\n")[0]).trim();
+    // A title still streaming ("**Read") has no closing marks yet: Markdown's marks are never said.
+    const line = (bold ? bold[1] : text.trim().split("\n")[0]).replace(/[*_`#]+/g, "").trim();
     return line.length > TITLE_MAX ? `${line.slice(0, TITLE_MAX - 1)}…` : line;
   }
 
@@ -66,5 +75,5 @@
     return details;
   }
 
-  window.ImpoProgress = { empty, take, titleOf, draw, element };
+  window.ImpoProgress = { empty, take, replied, titleOf, draw, element };
 })();

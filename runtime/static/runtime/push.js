@@ -92,6 +92,13 @@
   browsers.className = "notify-browsers";
   box.append(summary, toggle, status, kinds, browsers);
   head.append(box);
+  // Escape closes the panel, from anywhere in it, and gives the focus back to the button that opened it.
+  box.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || !box.open) return;
+    event.stopPropagation();
+    box.open = false;
+    summary.focus();
+  });
 
   let vapidPublicKey = null;
   let registration = null;

@@ -1,5 +1,5 @@
-// The sidebar (a drawer on a phone): "New chat", a search box, the chats (Main Chat and every Task) newest
-// activity first with their status and age, Schedules.
+// The sidebar (a drawer on a phone): "New task", a search box, the chats (Main Chat and every Task, named as one)
+// newest activity first with a task's state (running, needs approval, failed…) and age, Schedules.
 //
 // The list comes from GET /api/v1/conversations (with `query` while searching, paged by "Show more"). Each
 // unfinished task's conversation is watched on its own websocket (from its `lastEventSeq`, so nothing is
@@ -22,14 +22,23 @@
   const SEARCH_PAUSE_MS = 250; // typing pauses this long before the search is asked
   const WATCHED_MAX = 8; // sockets are counted per user (IMPO_LIMIT_WEBSOCKETS); the chat needs its own
   const UNFINISHED = new Set(["queued", "in_progress"]);
+  // A task's state in the words a person acts on: whether it still runs, needs their answer, or failed.
   const STATUS_WORDS = {
-    queued: "Queued",
-    in_progress: "In progress",
+    queued: "Running",
+    in_progress: "Running",
     completed: "Done",
     failed: "Failed",
     cancelled: "Stopped",
   };
-  const RUN_EVENTS = new Set(["submission.accepted", "run.started", "run.completed", "run.failed", "run.cancelled"]);
+  const RUN_EVENTS = new Set([
+    "submission.accepted",
+    "run.started",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+    "tool.approval_requested",
+    "tool.approval_decided",
+  ]);
   const watched = new Map(); // conversationId -> WebSocket
   let shown = []; // the chats listed, in order
   let nextOffset = null;
@@ -54,11 +63,19 @@
     title.textContent = chat.title;
     const meta = document.createElement("span");
     meta.className = "side-task-meta";
+    if (chat.taskId) {
+      // Named as what it is: a Task, not Main Chat (screen readers hear it before the title too).
+      const kind = document.createElement("span");
+      kind.className = "side-kind";
+      kind.textContent = "Task";
+      meta.append(kind);
+    }
     if (chat.taskId && chat.status) {
+      const asks = chat.runState === "waiting_approval";
       const badge = document.createElement("span");
-      badge.className = `status status-${chat.status}`;
+      badge.className = `status status-${asks ? "waiting_approval" : chat.status}`;
       badge.dataset.status = chat.status;
-      badge.textContent = STATUS_WORDS[chat.status] || chat.status;
+      badge.textContent = asks ? "Needs approval" : STATUS_WORDS[chat.status] || chat.status;
       meta.append(badge);
     }
     meta.append(ImpoUi.timeElement(chat.lastActivityAt));

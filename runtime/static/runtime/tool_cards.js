@@ -1,6 +1,6 @@
 // Words for tool cards: each tool's title and one-line summary from the registry (the page's #tool-words), its
 // arguments as a short "name: value" line (the raw JSON stays behind Details), and an approval's deadline in
-// relative words that keep up with the clock.
+// relative words that keep up with the clock; and whether a tool takes "Always allow".
 (function () {
   "use strict";
 
@@ -15,6 +15,11 @@
 
   function summary(name) {
     return (words[name] && words[name].summary) || "";
+  }
+
+  // Whether its owner may answer "Always allow for this tool" (the registry marks it).
+  function alwaysAllowable(name) {
+    return Boolean(words[name] && words[name].alwaysAllowable);
   }
 
   function shortValue(value) {
@@ -42,16 +47,17 @@
     return rest ? `in ${hours} h ${rest} min` : `in ${hours} h`;
   }
 
-  // The approval card's note, kept current each half minute while it is on the page.
-  function approvalNote(element, toolName, expiresAt) {
+  // The approval card's deadline, kept current each half minute while it is on the page (the card's state already
+  // says it waits for the person's approval: once is enough).
+  function approvalNote(element, expiresAt) {
     const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(new Date(expiresAt));
     element.title = `Denied at ${exact} if unanswered`;
     const draw = () => {
-      element.textContent = `${title(toolName)}: waits for your approval. Denied automatically ${untilWords(expiresAt)} if unanswered.`;
+      element.textContent = `Denied automatically ${untilWords(expiresAt)} if unanswered.`;
     };
     draw();
     const timer = setInterval(() => (element.isConnected ? draw() : clearInterval(timer)), 30_000);
   }
 
-  window.ImpoToolCards = { title, summary, argumentSummary, untilWords, approvalNote };
+  window.ImpoToolCards = { title, summary, alwaysAllowable, argumentSummary, untilWords, approvalNote };
 })();

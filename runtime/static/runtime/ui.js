@@ -15,6 +15,8 @@
     not_found: "This is gone, or it belongs to another account. Reload the page.",
     invalid_request: "Something in the form needs fixing; see the marked fields.",
     request_too_large: "That is too long to send. Shorten it and try again.",
+    invalid_attachments: "A file of this message is no longer there. Attach it again, then send.",
+    upload_incomplete: "A file of this message has not finished uploading. Attach it again, then send.",
     idempotency_conflict: "This was already sent with different content. Reload the page and send it again.",
     run_in_progress: "A reply is still running. Wait for it, or stop it, then send.",
     not_retryable: "This reply can no longer be tried again. Reload the page to see where it stands.",
@@ -33,7 +35,9 @@
     run_cancelled: "The reply was stopped before it was approved.",
     reconciled_failed: "Support checked: it did not happen.",
     reconciled_succeeded: "Support checked: it did happen.",
-    pending_reconciliation: "It is not clear whether this happened. Support will check; nothing to do for now.",
+    pending_reconciliation:
+      "The provider did not answer clearly. Impo checks again on its own once it answers; nothing to do for now.",
+    needs_staff: "The provider's answer could not be confirmed, so a person will check it. Stop ends the reply meanwhile.",
   };
   const FALLBACK = "Something went wrong. Try again.";
 
@@ -164,12 +168,56 @@
   setInterval(() => document.querySelectorAll("time.when").forEach(drawTime), 30_000);
 
   // --- copy ----------------------------------------------------------------------------------------------
-  function copyButton(label, textOf) {
+  // --- icons -------------------------------------------------------------------------------------------
+  // A message's actions are small icons; each button carries its name for screen readers (aria-label) and a
+  // tooltip (title), the drawing itself hidden from them.
+  const ICONS = {
+    copy: ['<rect x="9" y="9" width="11" height="11" rx="2"/>', '<path d="M5 15V6a2 2 0 0 1 2-2h9"/>'],
+    check: ['<path d="M5 12.5l4.5 4.5L19 7"/>'],
+    edit: ['<path d="M4 20h4L19 9l-4-4L4 16z"/>', '<path d="M13.5 6.5l4 4"/>'],
+    regenerate: ['<path d="M20 12a8 8 0 1 1-2.35-5.65"/>', '<path d="M20 4v5h-5"/>'],
+    thumbUp: ['<path d="M7 11v9H4v-9z"/>', '<path d="M7 11l4-7.5a2 2 0 0 1 3.3 1.8L13.5 10h5.3a2 2 0 0 1 2 2.4l-1.3 6A2 2 0 0 1 17.5 20H7"/>'],
+  };
+  ICONS.thumbDown = [`<g transform="rotate(180 12 12)">${ICONS.thumbUp.join("")}</g>`];
+
+  function icon(name) {
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    svg.classList.add("icon");
+    svg.innerHTML = ICONS[name].join("");
+    return svg;
+  }
+
+  // `tip` is the short word shown on hover ("Copy"); `label` the name read out ("Copy reply").
+  function iconButton(name, tip, className, onClick, label) {
     const button = document.createElement("button");
     button.type = "button";
-    button.className = "copy";
-    button.textContent = "Copy";
-    button.setAttribute("aria-label", label);
+    button.className = `icon-button ${className}`;
+    button.title = tip;
+    button.setAttribute("aria-label", label || tip);
+    button.append(icon(name));
+    button.addEventListener("click", onClick);
+    return button;
+  }
+
+  // Copy: the word on a code block or an error's details; the icon (a tick once copied) among a message's actions.
+  function copyButton(label, textOf, { asIcon = false } = {}) {
+    const button = asIcon ? iconButton("copy", "Copy", "copy", () => {}, label) : document.createElement("button");
+    button.type = "button";
+    if (!asIcon) {
+      button.className = "copy";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", label);
+    }
+    const show = (word, drawing) => {
+      if (!asIcon) button.textContent = word;
+      else {
+        button.title = word;
+        button.replaceChildren(icon(drawing));
+      }
+    };
     button.addEventListener("click", async () => {
       let copied = true;
       try {
@@ -177,10 +225,10 @@
       } catch (error) {
         copied = false;
       }
-      button.textContent = copied ? "Copied" : "Copy failed";
+      show(copied ? "Copied" : "Copy failed", copied ? "check" : "copy");
       button.dataset.copied = copied ? "yes" : "no";
       setTimeout(() => {
-        button.textContent = "Copy";
+        show("Copy", "copy");
         delete button.dataset.copied;
       }, 2000);
     });
@@ -229,5 +277,5 @@
     return event.key === "Enter" && !event.shiftKey && !event.isComposing && !isTouchOnly();
   }
 
-  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, runSentenceFor, describeError, showError, relativeTime, timeElement, copyButton };
+  window.ImpoUi = { enterSends, isTouchOnly, sentenceFor, runSentenceFor, describeError, showError, relativeTime, timeElement, copyButton, icon, iconButton };
 })();

@@ -3,7 +3,7 @@ import asyncio
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from impo.core import telemetry
+from core import telemetry
 from scheduling.worker import run_worker
 
 

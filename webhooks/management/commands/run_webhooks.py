@@ -1,8 +1,11 @@
 import logging
+import threading
 
 from django.conf import settings
 
-from impo.core.loops import PeriodicLoopCommand
+from core import doorbells
+from core.loops import PeriodicLoopCommand
+from runtime.outbound import WEBHOOKS_DOORBELL
 from webhooks import push_loop, services
 
 logger = logging.getLogger(__name__)
@@ -24,6 +27,10 @@ class Command(PeriodicLoopCommand):
         else:
             push_loop.start(interval)
         super().handle(*args, interval=interval, once=once, **options)
+
+    def wait_for_next_pass(self, stopping: threading.Event, interval: float) -> None:
+        # Rung after the commit of a run's event of a webhook type (runtime/events.py); the poll is the safety net.
+        doorbells.wait(WEBHOOKS_DOORBELL, interval, stopping)
 
     def run_pass(self) -> None:
         collected = 0

@@ -119,9 +119,9 @@ if env.bool("DATABASE_POOL", default=False):
         # How long a borrower queues for a connection before its transaction fails (longer in a worker: impo/celery.py).
         "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
     }
-    # Django then checks each pooled connection as it is lent: after a PostgreSQL restart the pool replaces
-    # the dead ones instead of handing them to requests.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # The pool checks each connection as it lends it (core/postgresql/base.py: a statement only when the server has
+    # spoken on an idle socket): after a PostgreSQL restart it replaces the dead ones instead of lending them.
+    DATABASES["default"]["ENGINE"] = "core.postgresql"
 else:
     # Workers and commands keep one connection each; health checks drop ones the server closed.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)

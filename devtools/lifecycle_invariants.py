@@ -1,7 +1,7 @@
 """Invariants of the chaos run's newer write paths, checked after it over the database, the double's state, the web
 server, the attachments' store and the push service: deletes (a Task, Main Chat cleared, an account), files,
-regenerations, exports and pushes; and, through devtools/decision_invariants.py, edits, ratings and approvals decided
-by a capability.
+regenerations, exports and pushes; through devtools/decision_invariants.py, edits, ratings and approvals decided
+by a capability; and through devtools/standing_invariants.py, the owner's standing instructions and permissions.
 
 As in devtools/invariants.py, each check returns human-readable violations instead of asserting."""
 
@@ -15,7 +15,17 @@ import httpx
 from devtools.decision_invariants import check_decisions
 from devtools.invariants import PROBE_TIMEOUT_SECONDS, CheckedRun
 from devtools.push_service import PushService
-from devtools.records import CapabilityAnswer, DeletedAccount, DeletedConversation, Export, Rating, UploadedFile
+from devtools.records import (
+    CapabilityAnswer,
+    DeletedAccount,
+    DeletedConversation,
+    Export,
+    InstructionsChange,
+    PermissionChange,
+    Rating,
+    UploadedFile,
+)
+from devtools.standing_invariants import check_instructions, check_permissions
 from devtools.websocket import Refused, WebsocketConnection
 
 
@@ -28,6 +38,8 @@ class LifecycleRun(CheckedRun, Protocol):
     attachment_dir: Path
     ratings: dict[str, Rating]
     capability_answers: list[CapabilityAnswer]
+    instruction_changes: list[InstructionsChange]
+    permission_changes: list[PermissionChange]
 
     @property
     def push_service(self) -> PushService: ...
@@ -44,6 +56,8 @@ def check_lifecycle(chaos: LifecycleRun) -> list[str]:
         *check_exports(chaos),
         *check_pushes(chaos),
         *check_decisions(chaos, double_state, list(chaos.ratings.values()), chaos.capability_answers),
+        *check_instructions(chaos, chaos.instruction_changes, double_state),
+        *check_permissions(chaos, chaos.permission_changes, "save_note"),
     ]
 
 

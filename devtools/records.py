@@ -123,6 +123,28 @@ class CapabilityAnswer:
 
 
 @dataclass
+class InstructionsChange:
+    """`PUT /api/v1/account/instructions` as a client sent it (resent through an outage): the words, when it was first
+    sent and when a 200 acknowledged it (None: never), on the wall clock the server's own times use."""
+
+    user: ChaosUser
+    text: str
+    sent_at: float
+    acknowledged_at: float | None = None
+
+
+@dataclass
+class PermissionChange:
+    """A standing permission for `save_note` granted ("Always allow" with an approval, `grant`) or revoked on the
+    account page (`revoke`), as a client sent it: when first sent and when a 2xx acknowledged it (None: never)."""
+
+    user: ChaosUser
+    kind: str
+    sent_at: float
+    acknowledged_at: float | None = None
+
+
+@dataclass
 class Export:
     """`GET /api/v1/export` as one client got it: the user's messages settled before it started (read from the
     database: id -> (conversation id, text)), the messages the document holds (id -> text), and the conversations
@@ -139,8 +161,9 @@ class Figures:
     scenarios: int = 0
     commands: int = 0
     # The clients' commands by kind (message, regenerate, edit, feedback, approval_decide, task_delete,
-    # main_chat_clear, account_delete, export, push_subscribe, upload, upload_delete), and the pushes the push
-    # service accepted (repeats: copies of one it had, same Topic).
+    # main_chat_clear, account_delete, export, push_subscribe, upload, upload_delete, instructions, note_approval,
+    # always_allow, permission_revoke), and the pushes the push service accepted (repeats: copies of one it had,
+    # same Topic).
     commands_by_kind: Counter = field(default_factory=Counter)
     pushes: int = 0
     push_repeats: int = 0

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The tool the run's stack asks approval for (IMPO_TOOL_APPROVAL); it only reads the clock, so the notes the other
 # tool commands save stay as the tool invariants expect.
 APPROVED_TOOL = "current_time"
-APPROVAL_ENV = {"IMPO_TOOL_APPROVAL": f"play_sound=never,{APPROVED_TOOL}=always"}
+APPROVAL_ENV = {"IMPO_TOOL_APPROVAL": f"play_sound=never,{APPROVED_TOOL}=always,save_note=always"}
 REPLAYED = 0.4  # how often a person taps again, or taps the other action, after the first answer
 
 
@@ -31,7 +31,7 @@ def approval_text() -> str:
 def decide(run: "ChaosRun", rng: random.Random, record: ConversationRecord, command: Command) -> None:
     """Waits for the approval push of the command's reply (or the run's end without one: a provider fault failed it
     first) and decides it by a capability of one of its copies; sets the reply's expected start."""
-    pushes = _approval_pushes(run, record, command)
+    pushes = approval_pushes(run, record, command)
     if not pushes:
         return
     decision = rng.choice(["approve", "deny"])
@@ -57,7 +57,7 @@ def decide(run: "ChaosRun", rng: random.Random, record: ConversationRecord, comm
         answer.refused_after += 1
 
 
-def _approval_pushes(run: "ChaosRun", record: ConversationRecord, command: Command) -> list:
+def approval_pushes(run: "ChaosRun", record: ConversationRecord, command: Command) -> list:
     """Every copy of the approval push of the command's reply that the user's browser received with its actions,
     once one has; empty when the run ended without asking (or was decided otherwise: no push then offers a
     decision)."""

@@ -1,8 +1,8 @@
 """One chaos client driving one conversation over REST until the window closes: messages (tool calls among them,
 some asking approval, decided from the notification; files uploaded before some: sent with them, deleted or left
 unsent), resends of a lost 202, cancels, regenerations of the last reply, edits of the last message (sometimes while
-its reply runs), ratings of a reply, exports of the account, and deletes (a Task, or Main Chat cleared, with its run
-in flight or settled), after which it goes on in a new conversation."""
+its reply runs), ratings of a reply, exports of the account, rewrites of the user's instructions, and deletes (a
+Task, or Main Chat cleared, with its run in flight or settled), after which it goes on in a new conversation."""
 
 import json
 import random
@@ -17,6 +17,8 @@ from tests.chaos.approvals import approval_text, decide
 from tests.chaos.branches import ENDED_STATES, edit, rate
 from tests.chaos.clients import WORDS, accepted, request, settled_submission
 from tests.chaos.exports import export
+from tests.chaos.instructions import rewrite
+from tests.chaos.permissions import approve_note, maybe_revoke
 from tests.chaos.uploads import FATES, delete, upload
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ RESEND, CANCEL, REGENERATE, EXPORT, DELETE_IN_FLIGHT, DELETE_SETTLED = 0.2, 0.08
 UPLOAD = 0.3  # a file uploaded before the message
 # An edit of the last message while its reply may still run, or once it has ended; a rating of the reply.
 EDIT_RUNNING, EDIT, RATE = 0.06, 0.1, 0.2
+INSTRUCTIONS = 0.05  # the user's standing instructions rewritten before the message
 APPROVAL = 0.4  # of the tool commands, how many ask approval (decided from the notification)
 
 
@@ -39,6 +42,10 @@ class ConversationDriver:
         # deletes too, its run in flight or settled; after that, and the others, at the rates above.
         planned = rng.randrange(run.config.messages_per_conversation)
         self.planned_delete = planned if record.index % 2 else None
+        # Each user's instructions are rewritten once from Main Chat among its first messages, so a short run has
+        # turns on both sides of a change; after that, from any conversation at the rate above.
+        planned = rng.randrange(run.config.messages_per_conversation)
+        self.planned_rewrite = planned if record.kind == "main_chat" else None
 
     def drive(self) -> None:
         """At least `messages_per_conversation` commands, and on until the window closes."""
@@ -55,6 +62,10 @@ class ConversationDriver:
             self.record.errors.append(f"driver crashed: {exc!r}")
 
     def _exchange(self, http: httpx.Client, number: int) -> None:
+        if number == self.planned_rewrite or self.rng.random() < INSTRUCTIONS:
+            rewrite(self.run, http, self.rng, self.record.user)
+        if self.run.config.tools:
+            maybe_revoke(self.run, http, self.rng, self.record.user)
         command = self._send(http, number, self._upload(http))
         if self.record.index not in self.run.watchers:
             self.run.watch(self.record)
@@ -62,6 +73,8 @@ class ConversationDriver:
         asks_approval = command.text == approval_text()
         if asks_approval:
             decide(self.run, self.rng, self.record, command)
+        elif command.note_text is not None:
+            approve_note(self.run, http, self.rng, self.record, command)
         self._maybe_resend_and_cancel(http, command, cancel=not asks_approval)
         planned = number == self.planned_delete
         if self.rng.random() < DELETE_IN_FLIGHT or (planned and self.rng.random() < 0.5):

@@ -2,7 +2,8 @@
 
 Every conversation is driven by one thread over REST (the web server, tests/chaos/conversations.py) while a
 websocket watcher records what the client saw; drivers send until the window (IMPO_CHAOS_SECONDS) closes, retrying
-what an outage answered as a client would, and now and then regenerate, edit, rate, export or delete; approvals
+what an outage answered as a client would, and now and then regenerate, edit, rate, export, rewrite the user's
+instructions or delete; approvals
 are decided from their push notifications. Users of their own delete
 their accounts meanwhile (tests/chaos/accounts.py), and every user has a browser subscribed to the suite's push
 service. A fault thread (tests/chaos/faults.py) injects faults for the whole window. The seed is fixed unless
@@ -35,6 +36,8 @@ from devtools.records import (
     DeletedConversation,
     Export,
     Figures,
+    InstructionsChange,
+    PermissionChange,
     Rating,
     UploadedFile,
 )
@@ -125,6 +128,8 @@ class ChaosRun:
         self.uploads: list[UploadedFile] = []
         self.ratings: dict[str, Rating] = {}  # reply id -> its last acknowledged rating
         self.capability_answers: list[CapabilityAnswer] = []
+        self.instruction_changes: list[InstructionsChange] = []
+        self.permission_changes: list[PermissionChange] = []
         self.accepted_before_deletes = 0  # commands of conversations deleted since
         self.deadline = 0.0
         self._last_unsettled_at: float | None = None

@@ -87,15 +87,25 @@ def _user_ids(chaos: CheckedRun) -> list[int]:
     return [user.id for user in chaos.users]
 
 
+def _deleted_remotely(kind: str) -> set[str]:
+    """The remote ids Impo deleted at the provider on purpose: a deleted conversation's sessions, an agent its owner's
+    new instructions retired and that agent's sessions (docs/data-lifecycle.md "Deleting")."""
+    from rebyte.models import DeletionIntent, DeletionState
+
+    done = DeletionIntent.objects.filter(kind=kind, state=DeletionState.DONE)
+    return set(done.values_list("remote_id", flat=True))
+
+
 def check_remote_agents(chaos: CheckedRun, double_state: dict) -> list[str]:
-    """Exactly one remote agent per user who reached the provider, and it is the one Impo saved."""
+    """Exactly one remote agent per user who reached the provider, and it is the one Impo saved as current (those
+    the owner's new instructions retired are deleted once the runs on them ended: the settle waits for it)."""
     from rebyte.models import SavedAgent
 
     violations = []
     by_owner = defaultdict(list)
     for agent in double_state["agents"]:
         by_owner[agent["metadata"].get("impo_owner")].append(agent["id"])
-    saved = dict(SavedAgent.objects.values_list("owner_id", "remote_id"))
+    saved = dict(SavedAgent.objects.filter(gone_at__isnull=True).values_list("owner_id", "remote_id"))
     for owner, agent_ids in by_owner.items():
         if len(agent_ids) != 1:
             violations.append(f"user {owner} has {len(agent_ids)} remote agents: {agent_ids}")
@@ -111,12 +121,14 @@ def check_remote_sessions(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Every remote session is bound to exactly one local session; one current per conversation.
 
     More than one session per conversation is legal only as rotation, which leaves the older ones
-    historical; so remote sessions == local bindings, and current bindings <= conversations.
+    historical; so remote sessions == local bindings, and current bindings <= conversations. A binding whose
+    session Impo deleted at the provider on purpose (a retired agent's) is history only.
     """
-    from rebyte.models import RemoteSession, SessionState
+    from rebyte.models import IntentKind, RemoteSession, SessionState
 
     violations = []
-    local = {session.remote_id: session for session in RemoteSession.objects.all()}
+    deleted = _deleted_remotely(IntentKind.SESSION)
+    local = {session.remote_id: session for session in RemoteSession.objects.exclude(remote_id__in=deleted)}
     remote_by_conversation = defaultdict(list)
     for session in double_state["sessions"]:
         remote_by_conversation[session["metadata"].get("impo_conversation")].append(session["id"])
@@ -147,17 +159,19 @@ def check_remote_sessions(chaos: CheckedRun, double_state: dict) -> list[str]:
 
 def check_one_turn_per_run(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Each run is bound to at most one remote turn, its own, and a completed run has one; no turn is
-    bound to two runs."""
-    from rebyte.models import RemoteTurn
+    bound to two runs. (A turn of a session Impo deleted on purpose, a retired agent's, is no longer read.)"""
+    from rebyte.models import IntentKind, RemoteTurn
 
     violations = []
     turns = {turn["id"]: turn for session in double_state["sessions"] for turn in session["turns"]}
+    deleted = _deleted_remotely(IntentKind.SESSION)
     bound = Counter()
-    for remote_turn in RemoteTurn.objects.filter(run__submission_id__in=_submission_ids(chaos)).select_related("run"):
+    bindings = RemoteTurn.objects.filter(run__submission_id__in=_submission_ids(chaos)).select_related("run", "session")
+    for remote_turn in bindings:
         run = remote_turn.run
         if remote_turn.turn_id:
             bound[remote_turn.turn_id] += 1
-            if remote_turn.turn_id not in turns:
+            if remote_turn.turn_id not in turns and remote_turn.session.remote_id not in deleted:
                 violations.append(f"run {run.id} is bound to turn {remote_turn.turn_id}, which does not exist")
         elif run.state == "completed":
             violations.append(f"run {run.id} completed without a remote turn")

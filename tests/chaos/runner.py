@@ -186,7 +186,7 @@ class ChaosRun:
         self._monitor.join(timeout=10)
         self._judge_liveness()
         self._wait_for_watchers(timeout=30)
-        self._wait_for(self._deletions_done, DELETION_SETTLE_SECONDS, "every deletion to be purged")
+        self._wait_for(self._deletions_done, DELETION_SETTLE_SECONDS, "every deletion purged, retired agent deleted")
         self._wait_for(self._files_done, DELETION_SETTLE_SECONDS, "every file meant to go to be deleted")
         self._wait_for(self._pushes_done, PUSH_SETTLE_SECONDS, "every notification to be pushed")
         self.figures.commands = self.accepted_before_deletes + sum(len(record.commands) for record in self.records)
@@ -252,8 +252,11 @@ class ChaosRun:
             self.figures.violations.append(str(exc))
 
     def _deletions_done(self) -> bool:
+        """Deleted conversations purged, deleted accounts gone, and every agent retired by new instructions deleted
+        at the provider (its runs have all settled)."""
         from django.contrib.auth import get_user_model
 
+        from rebyte.agent_retirement import retired_agent_ids
         from runtime.models import Conversation
 
         deleted = [deletion.conversation_id for deletion in self.deletions]
@@ -261,6 +264,7 @@ class ChaosRun:
         return (
             not Conversation.objects.filter(id__in=deleted, purged_at__isnull=True).exists()
             and not get_user_model().objects.filter(id__in=accounts).exists()
+            and not retired_agent_ids(limit=1)
         )
 
     def _files_done(self) -> bool:

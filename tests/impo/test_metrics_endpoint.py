@@ -99,19 +99,19 @@ def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_pro
 
 
 def test_metrics_are_refused_to_anonymous_callers_wrong_tokens_and_users_who_are_not_staff(stack, web):
-    anonymous = httpx.get(f"{web}/metrics")
+    anonymous = httpx.get(f"{web}/metrics", timeout=30)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["code"] == "unauthorized"
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
 
-    assert httpx.get(f"{web}/metrics", headers=bearer("not-the-metrics-token")).status_code == 401
+    assert httpx.get(f"{web}/metrics", headers=bearer("not-the-metrics-token"), timeout=30).status_code == 401
 
     user = UserFactory()
-    by_token = httpx.get(f"{web}/metrics", headers=bearer(token_of(user)))
+    by_token = httpx.get(f"{web}/metrics", headers=bearer(token_of(user)), timeout=30)
     assert by_token.status_code == 403
     assert by_token.json()["error"]["code"] == "forbidden"
     assert "requestId" in by_token.json()
-    by_session = httpx.get(f"{web}/metrics", headers={"Cookie": session_cookie(web, user)})
+    by_session = httpx.get(f"{web}/metrics", headers={"Cookie": session_cookie(web, user)}, timeout=30)
     assert by_session.status_code == 403
 
 

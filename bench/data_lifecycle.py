@@ -70,14 +70,39 @@ def real_replies(stack, runs: int) -> None:
         worker.stop()
 
 
-def synthetic_settled_runs(count: int) -> None:
-    """Settled runs as a worker leaves them, written through the real admission and event writer."""
-    from django.contrib.auth import get_user_model
+def settle_as_a_worker_would(submission_id, chunk: str, *, deltas: int = DELTAS, text_on_the_row: bool = False) -> None:
+    """The admitted run's reply written as `deltas` equal deltas of `chunk` through the runtime's event writer (and,
+    with `text_on_the_row`, its text appended to the reply's message row), the run left settled."""
     from django.db import transaction
     from django.utils import timezone
 
     from runtime.events import append_events
     from runtime.models import EventType, Run, RunState
+    from runtime.services.projection import append_to_messages
+
+    run = Run.objects.select_related("submission").get(submission_id=submission_id)
+    message_id = str(run.submission.assistant_message_id)
+    with transaction.atomic():
+        if text_on_the_row:
+            append_to_messages({message_id: chunk * deltas})
+        append_events(
+            run.submission.conversation_id,
+            run.submission_id,
+            [(EventType.RUN_STARTED, {"submissionId": str(run.submission_id)})]
+            + [(EventType.TEXT_DELTA, {"messageId": message_id, "partId": "p0", "delta": chunk})] * deltas
+            + [
+                (EventType.MESSAGE_COMPLETED, {"messageId": message_id, "partId": "p0", "text": chunk * deltas}),
+                (EventType.RUN_COMPLETED, {"submissionId": str(run.submission_id), "status": "completed"}),
+            ],
+        )
+        # Bench bookkeeping: the run marked settled as a worker would leave it.
+        Run.objects.filter(id=run.id).update(state=RunState.COMPLETED, finished_at=timezone.now())
+
+
+def synthetic_settled_runs(count: int) -> None:
+    """Settled runs as a worker leaves them, written through the real admission and event writer."""
+    from django.contrib.auth import get_user_model
+
     from runtime.services.admission import MessageCommand
     from runtime.services.commands import submit_main_chat_message
 
@@ -88,22 +113,7 @@ def synthetic_settled_runs(count: int) -> None:
             owner=owners[index % len(owners)],
             command=MessageCommand(client_message_id=f"syn-{index}-{uuid.uuid4()}", text=f"message {index}"),
         )
-        run = Run.objects.select_related("submission").get(submission_id=receipt.submission_id)
-        message_id = str(run.submission.assistant_message_id)
-        chunk = words[: len(words) // DELTAS]
-        with transaction.atomic():
-            append_events(
-                run.submission.conversation_id,
-                run.submission_id,
-                [(EventType.RUN_STARTED, {"submissionId": str(run.submission_id)})]
-                + [(EventType.TEXT_DELTA, {"messageId": message_id, "partId": "p0", "delta": chunk})] * DELTAS
-                + [
-                    (EventType.MESSAGE_COMPLETED, {"messageId": message_id, "partId": "p0", "text": chunk * DELTAS}),
-                    (EventType.RUN_COMPLETED, {"submissionId": str(run.submission_id), "status": "completed"}),
-                ],
-            )
-            # Bench bookkeeping: the run marked settled as a worker would leave it.
-            Run.objects.filter(id=run.id).update(state=RunState.COMPLETED, finished_at=timezone.now())
+        settle_as_a_worker_would(receipt.submission_id, words[: len(words) // DELTAS])
 
 
 def export_of_a_large_account(messages: int) -> None:

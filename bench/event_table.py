@@ -22,14 +22,10 @@ TEXT = ("A reply long enough to stream in many deltas, as a model's answer does.
 
 def settled_replies(count: int) -> None:
     from django.contrib.auth import get_user_model
-    from django.db import transaction
-    from django.utils import timezone
 
-    from runtime.events import append_events
-    from runtime.models import EventType, Run, RunState
+    from bench.data_lifecycle import settle_as_a_worker_would
     from runtime.services.admission import MessageCommand
     from runtime.services.commands import submit_main_chat_message
-    from runtime.services.projection import append_to_messages
 
     owners = list(get_user_model().objects.filter(id__in=[i for i, _ in harness.create_users(count, "size")]))
     chunk = TEXT[: len(TEXT) // DELTAS]
@@ -37,22 +33,7 @@ def settled_replies(count: int) -> None:
         receipt = submit_main_chat_message(
             owner=owner, command=MessageCommand(client_message_id=f"size-{uuid.uuid4()}", text=TEXT)
         )
-        run = Run.objects.select_related("submission").get(submission_id=receipt.submission_id)
-        message_id = str(run.submission.assistant_message_id)
-        with transaction.atomic():
-            append_to_messages({message_id: chunk * DELTAS})
-            append_events(
-                run.submission.conversation_id,
-                run.submission_id,
-                [(EventType.RUN_STARTED, {"submissionId": str(run.submission_id)})]
-                + [(EventType.TEXT_DELTA, {"messageId": message_id, "partId": "p0", "delta": chunk})] * DELTAS
-                + [
-                    (EventType.MESSAGE_COMPLETED, {"messageId": message_id, "partId": "p0", "text": chunk * DELTAS}),
-                    (EventType.RUN_COMPLETED, {"submissionId": str(run.submission_id), "status": "completed"}),
-                ],
-            )
-            # Bench bookkeeping: the run marked settled as a worker would leave it.
-            Run.objects.filter(id=run.id).update(state=RunState.COMPLETED, finished_at=timezone.now())
+        settle_as_a_worker_would(receipt.submission_id, chunk, deltas=DELTAS, text_on_the_row=True)
 
 
 def copy_size(name: str, *, extra_indexes: tuple[str, ...] = (), restored: bool = False) -> tuple[int, int, int]:

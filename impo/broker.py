@@ -34,11 +34,24 @@ class QoS(redis.QoS):
 
     def ack(self, delivery_tag):
         if not self._kept_in_redis(delivery_tag):
-            super().ack(delivery_tag)
+            self._unless_redis_is_down(super().ack, delivery_tag)
 
     def reject(self, delivery_tag, requeue=False):
         if not self._kept_in_redis(delivery_tag):
-            super().reject(delivery_tag, requeue=requeue)
+            self._unless_redis_is_down(super().reject, delivery_tag, requeue=requeue)
+
+    def _unless_redis_is_down(self, settle, delivery_tag, **options) -> None:
+        """An acknowledgement (or rejection) sent while Redis is down but before the consumer noticed: it fails like
+        one skipped above, and is told in one line, not as kombu's critical traceback (an outage is not a bug)."""
+        try:
+            settle(delivery_tag, **options)
+        except self.channel.connection_errors as exc:
+            logger.warning(
+                "Redis unavailable (%s): message %s stays unacknowledged until the visibility timeout",
+                exc,
+                delivery_tag,
+            )
+            self._delivered.pop(delivery_tag, None)
 
     def _kept_in_redis(self, delivery_tag) -> bool:
         """True when the message's channel has no connection left: its acknowledgement (or rejection) is skipped."""

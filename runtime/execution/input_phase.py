@@ -51,7 +51,9 @@ class InputPhase:
         if state.claimed.session is not None:
             return state.claimed.session
         try:
-            agent = agents.ensure_saved_agent(owner, state.gateway, instructions=state.claimed.instructions)
+            agent = agents.ensure_saved_agent(
+                owner, state.gateway, instructions=state.claimed.instructions, between_looks=self._between_looks
+            )
         except rebyte_services.CreationPending as exc:
             self._park(exc)
             return None
@@ -71,6 +73,10 @@ class InputPhase:
                 run, agent=agent, tools=state.claimed.tools, instructions=instructions, input_parts=parts
             )
         return self._realise_session(intent, counted=True, agent=agent)
+
+    def _between_looks(self, seconds: float) -> None:
+        self.state.heartbeat.check()
+        pause(seconds)
 
     def _realise_session(self, intent: CreationIntent, *, counted=False, agent=None) -> RemoteSession | None:
         """The session of `intent` (`counted`, `agent` as `rebyte.services.realise` takes them), adopted and bound to

@@ -171,12 +171,18 @@ def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, r
     assert [delta.payload["delta"] for delta in deltas_of(run)] == [pieces[0], "".join(pieces[1:])]
 
 
-def test_an_owners_first_runs_at_once_create_one_remote_agent(workers, user, rebyte_double):
-    # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session.
+def test_an_owners_first_runs_at_once_create_one_remote_agent_and_wait_for_it(workers, user, rebyte_double):
+    # Four Tasks of a new user, driven at once by one worker: each needs the user's agent before its session. The
+    # create answers slowly, so the three that find it in flight wait for it: looking it up mid-create would find
+    # nothing yet and park them for reconciliation until the sweeper's next look.
+    rebyte_double.fault("create_agent", "delay", delay_ms=1500)
 
     runs = settled(start_tasks(user, [f"first of four {index}" for index in range(4)]))
 
     assert [run.state for run in runs] == [RunState.COMPLETED] * 4
+    assert not Event.objects.filter(
+        submission__in=[run.submission_id for run in runs], type=EventType.RUN_PENDING_RECONCILIATION
+    ).exists()
     agents = [a for a in rebyte_double.state()["agents"] if a["metadata"].get("impo_owner") == str(user.id)]
     assert len(agents) == 1
 

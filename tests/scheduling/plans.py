@@ -34,7 +34,8 @@ def cron(expression: str) -> dict:
 
 
 def seconds_from_now(seconds: float) -> datetime:
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).replace(microsecond=0)
+    """A whole second at least `seconds` from now."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds + 1)).replace(microsecond=0)
 
 
 def create_body(**fields) -> dict:

@@ -86,9 +86,9 @@ def _open_or_in_flight(owner, instructions: str) -> tuple[CreationIntent | Saved
 
 def _settled_by_its_sender(intent: CreationIntent, between_looks: Callable[[float], None]) -> bool:
     """Waits while another run sends the create of `intent`: True once its sender settled it (adopted, refused or
-    left in doubt: the caller reads the agent again), False when it is still in flight after the longest its sender
-    can wait for the create's answer and look once for what it made. Looking up a create in flight would only find
-    nothing yet and park this run until the sweeper's next look."""
+    left in doubt: the caller reads the agent again), False when it is still in flight twice the provider's timeout
+    after it was sent (a create's answer, then the time to look once for what it made: its sender most likely died).
+    Looking up a create in flight would only find nothing yet and park this run until the sweeper's next look."""
     sent_by = intent.updated_at + timedelta(seconds=2 * settings.REBYTE_TIMEOUT_SECONDS)
     while timezone.now() < sent_by:
         between_looks(IN_FLIGHT_POLL_SECONDS)

@@ -17,27 +17,23 @@ one message cannot both pass them.
 import uuid
 
 from django.db import connection
-from django.utils import timezone
 
 from attachments import services as attachment_services
 from attachments.selectors import files_by_message
-from core import telemetry
 from core.error_codes import ErrorCode
 from core.errors import Conflict, NotFound
-from runtime import limits, outbound
-from runtime.events import append_events, sequence_allocation
+from runtime import limits
+from runtime.events import sequence_allocation
 from runtime.models import (
     TERMINAL_RUN_STATES,
-    EventType,
     Message,
     MessageRole,
     MessageStatus,
-    Run,
     Submission,
 )
-from runtime.services.admission import MessageCommand, accepted_payload
+from runtime.services.admission import MessageCommand
 from runtime.services.commands import Receipt, admit_once
-from runtime.services.regeneration import check_limits, lock_live_conversation
+from runtime.services.regeneration import admit_reply, check_limits, lock_live_conversation
 
 
 def edit_message(
@@ -88,9 +84,8 @@ def _edit(owner, message_id, command: MessageCommand, fingerprint: str, active_r
 
 
 def _admit_version(owner, edited: Message, first_version_id, command: MessageCommand, fingerprint: str) -> Submission:
-    """The new version and its reply (the conversation's next two messages), submission, queued run and
-    `submission.accepted`, which names the version edited."""
-    now = timezone.now()
+    """The new version and its reply (the conversation's next two messages); its `submission.accepted` names the
+    version edited."""
     with connection.cursor() as cursor:
         cursor.execute(sequence_allocation("c.id = %s", events="0", messages="2"), [edited.conversation_id])
         _, _, sequence = cursor.fetchone()
@@ -104,28 +99,13 @@ def _admit_version(owner, edited: Message, first_version_id, command: MessageCom
     )
     # The new words go with the files the edited version showed (an edit changes the words, not the files).
     attachment_services.attach_to_message(version.id, files_by_message([edited.id]).get(edited.id, []))
-    reply = Message.objects.create(
-        conversation_id=edited.conversation_id,
+    versions = Message.objects.filter(first_version_id=first_version_id).count() + 1  # the first one's own is null
+    return admit_reply(
+        owner,
+        version,
         sequence=sequence,
-        role=MessageRole.ASSISTANT,
-        status=MessageStatus.PENDING,
-    )
-    submission = Submission.objects.create(
-        owner=owner,
-        conversation_id=edited.conversation_id,
-        client_message_id=command.client_message_id,
-        request_fingerprint=fingerprint,
-        user_message=version,
-        assistant_message=reply,
-        device_id=command.device_id,
+        command=command,
+        fingerprint=fingerprint,
         client_context=command.client_context,
+        told={"editsMessageId": str(edited.id), "version": versions},
     )
-    run = Run.objects.create(submission=submission, owner=owner, last_woken_at=now, traceparent=telemetry.traceparent())
-    payload = accepted_payload(
-        submission_id=submission.id, user_message=version, assistant_message=reply, status=run.state
-    )
-    payload["editsMessageId"] = str(edited.id)
-    payload["version"] = Message.objects.filter(first_version_id=first_version_id).count() + 1
-    append_events(edited.conversation_id, submission.id, [(EventType.SUBMISSION_ACCEPTED, payload)])
-    outbound.wake_run(run.id)
-    return submission

@@ -77,8 +77,7 @@ def _regenerate(owner, message_id, command: MessageCommand, fingerprint: str, ac
             code=ErrorCode.NOT_REGENERABLE,
         )
     check_limits(owner, command, active_run_cap)
-    submission, run = _admit_attempt(owner, replaced, command, fingerprint)
-    return Receipt.of(submission, conversation)
+    return Receipt.of(_admit_attempt(owner, replaced, command, fingerprint), conversation)
 
 
 def lock_live_conversation(conversation, *, verb: str, missing: str) -> None:
@@ -117,40 +116,63 @@ def check_limits(owner, command: MessageCommand, active_run_cap: int | None) -> 
         raise NotFound("No such device.")  # another user's device looks exactly like a missing one
 
 
-def _admit_attempt(owner, replaced: Submission, command: MessageCommand, fingerprint: str) -> tuple[Submission, Run]:
-    """The new attempt's reply (the conversation's next message), submission, queued run and `submission.accepted`."""
-    now = timezone.now()
+def _admit_attempt(owner, replaced: Submission, command: MessageCommand, fingerprint: str) -> Submission:
+    """The new attempt: the conversation's next message, a reply to the replaced reply's user message."""
     with connection.cursor() as cursor:
         cursor.execute(sequence_allocation("c.id = %s", events="0", messages="1"), [replaced.conversation_id])
         _, _, sequence = cursor.fetchone()
+    earlier_attempts = attempt_ids_by_user_message([replaced.user_message_id])[replaced.user_message_id]
+    return admit_reply(
+        owner,
+        replaced.user_message,
+        sequence=sequence,
+        command=command,
+        fingerprint=fingerprint,
+        # The user's words keep the moment they were written in, unless the client says where and when it is now.
+        client_context=command.client_context or replaced.client_context,
+        told={"replacesMessageId": str(replaced.assistant_message_id), "attempt": len(earlier_attempts) + 1},
+    )
+
+
+def admit_reply(
+    owner,
+    user_message: Message,
+    *,
+    sequence: int,
+    command: MessageCommand,
+    fingerprint: str,
+    client_context: dict,
+    told: dict,
+) -> Submission:
+    """A new reply to `user_message` (the conversation's message `sequence`, allocated by the caller), its submission
+    and queued run, and its `submission.accepted` with what the command adds to it (`told`); the run is woken once
+    committed. A regeneration's admission, and an edit's."""
     reply = Message.objects.create(
-        conversation_id=replaced.conversation_id,
+        conversation_id=user_message.conversation_id,
         sequence=sequence,
         role=MessageRole.ASSISTANT,
         status=MessageStatus.PENDING,
     )
     submission = Submission.objects.create(
         owner=owner,
-        conversation_id=replaced.conversation_id,
+        conversation_id=user_message.conversation_id,
         client_message_id=command.client_message_id,
         request_fingerprint=fingerprint,
-        user_message=replaced.user_message,
+        user_message=user_message,
         assistant_message=reply,
         device_id=command.device_id,
-        # The user's words keep the moment they were written in, unless the client says where and when it is now.
-        client_context=command.client_context or replaced.client_context,
+        client_context=client_context,
     )
-    run = Run.objects.create(submission=submission, owner=owner, last_woken_at=now, traceparent=telemetry.traceparent())
-    attempt_ids = attempt_ids_by_user_message([replaced.user_message_id])[replaced.user_message_id]
+    run = Run.objects.create(
+        submission=submission, owner=owner, last_woken_at=timezone.now(), traceparent=telemetry.traceparent()
+    )
     payload = accepted_payload(
         submission_id=submission.id,
-        user_message=replaced.user_message,
+        user_message=user_message,
         assistant_message=reply,
         status=run.state,
-        file_parts=file_parts_of(replaced.user_message_id),
+        file_parts=file_parts_of(user_message.id),
     )
-    payload["replacesMessageId"] = str(replaced.assistant_message_id)
-    payload["attempt"] = len(attempt_ids)
-    append_events(replaced.conversation_id, submission.id, [(EventType.SUBMISSION_ACCEPTED, payload)])
+    append_events(user_message.conversation_id, submission.id, [(EventType.SUBMISSION_ACCEPTED, payload | told)])
     outbound.wake_run(run.id)
-    return submission, run
+    return submission

@@ -6,7 +6,7 @@ import json
 import uuid
 
 from runtime import selectors
-from runtime.models import Message, Run, RunState, Submission
+from runtime.models import Event, EventType, Message, Run, RunState, Submission
 from tests.attachments.files import png, upload
 from tests.client import finished_run, history, post, post_message, run_in_state, start_task
 from tests.concurrency import all_at_once
@@ -233,4 +233,7 @@ def test_an_edit_keeps_the_files_of_the_version_it_edits(workers, api, rebyte_do
     assert finished_run(receipt["submissionId"]).state == RunState.COMPLETED
     first, _, second, reply = history(api)["messages"]
     assert second["parts"] == first["parts"] and len(first["parts"]) == 1
+    # The reply's stream opens with them too, as a first message's does (its `submission.accepted` carries them).
+    accepted = Event.objects.get(submission_id=receipt["submissionId"], type=EventType.SUBMISSION_ACCEPTED)
+    assert accepted.payload["userMessage"]["parts"] == first["parts"]
     assert reply["text"] == "Echo: what colour is this? [image 40x30 png]"  # the double saw the image again

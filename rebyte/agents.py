@@ -50,10 +50,13 @@ def _agent_with(owner, instructions: str, gateway: RebyteGateway, between_looks:
         intent, opened = _open_or_in_flight(owner, instructions)
         if isinstance(intent, SavedAgent):
             return intent
-        if opened or not _settled_by_its_sender(intent, between_looks):
-            # Ours to send; or in flight past any answer its sender could still get: that sender died, and the
-            # intent is looked up like any create whose answer was lost.
-            return realise(intent, gateway, counted=opened)
+        if opened:
+            return realise(intent, gateway, counted=True)
+        unsettled = _awaited(intent, between_looks)
+        if unsettled is not None:
+            # Sent by nobody now: given back unsent (this run sends it), or in flight past any answer its sender
+            # could still get (that sender died: it is looked up like any create whose answer was lost).
+            return realise(unsettled, gateway)
 
 
 def _open_or_in_flight(owner, instructions: str) -> tuple[CreationIntent | SavedAgent, bool]:
@@ -84,17 +87,20 @@ def _open_or_in_flight(owner, instructions: str) -> tuple[CreationIntent | Saved
         return intent, True
 
 
-def _settled_by_its_sender(intent: CreationIntent, between_looks: Callable[[float], None]) -> bool:
-    """Waits while another run sends the create of `intent`: True once its sender settled it (adopted, refused or
-    left in doubt: the caller reads the agent again), False when it is still in flight twice the provider's timeout
-    after it was sent (a create's answer, then the time to look once for what it made: its sender most likely died).
-    Looking up a create in flight would only find nothing yet and park this run until the sweeper's next look."""
+def _awaited(intent: CreationIntent, between_looks: Callable[[float], None]) -> CreationIntent | None:
+    """Waits while another run sends the create of `intent`: None once its sender settled it (adopted, refused or
+    left in doubt: the caller reads the agent again); the intent as it stands once nobody is sending it: given back
+    unsent (no attempt counted), or still in flight twice the provider's timeout after it was sent (a create's
+    answer, then the time to look once for what it made: its sender most likely died). Looking up a create in flight
+    would only find nothing yet and park this run until the sweeper's next look."""
     sent_by = intent.updated_at + timedelta(seconds=2 * settings.REBYTE_TIMEOUT_SECONDS)
-    while timezone.now() < sent_by:
+    while True:
         between_looks(IN_FLIGHT_POLL_SECONDS)
-        if not CreationIntent.objects.filter(id=intent.id, state=IntentState.INTENDED).exists():
-            return True
-    return False
+        intent = CreationIntent.objects.filter(id=intent.id, state=IntentState.INTENDED).first()
+        if intent is None:
+            return None
+        if intent.attempts == 0 or timezone.now() >= sent_by:
+            return intent
 
 
 def _retire(agent: SavedAgent) -> None:

@@ -212,6 +212,12 @@ def _create(
         intent.looked_empty_at = None
     try:
         return _send_create(intent, gateway, agent, on_stream, input_content or list)
+    except Unavailable as exc:
+        if exc.status == 429:
+            # Refused before anything was made (docs/provider.md): the create is given back uncounted, so the next
+            # attempt (this run's or one waiting for it) sends it rather than looking for what it did not make.
+            CreationIntent.objects.filter(id=intent.id, attempts=intent.attempts).update(attempts=F("attempts") - 1)
+        raise
     except UnknownOutcome as exc:
         logger.warning("create of %s intent %s is ambiguous: %s", intent.kind, intent.id, exc)
         # Looked at once, which settles a lost answer while the provider otherwise answers; an empty listing here

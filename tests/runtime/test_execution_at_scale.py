@@ -187,6 +187,21 @@ def test_an_owners_first_runs_at_once_create_one_remote_agent_and_wait_for_it(wo
     assert len(agents) == 1
 
 
+def test_an_agent_create_refused_with_429_is_sent_again_without_being_looked_for(workers, user, rebyte_double):
+    # A 429 made nothing (docs/provider.md): the run backs off and sends the create again. Counted as sent, it would
+    # be looked for instead, found missing, and its run parked until the sweeper's second look.
+    rebyte_double.fault("create_agent", "http_error", status=429, times=1)
+
+    [run] = settled(start_tasks(user, ["first, after a 429"]))
+
+    assert run.state == RunState.COMPLETED
+    assert not Event.objects.filter(submission_id=run.submission_id, type=EventType.RUN_PENDING_RECONCILIATION).exists()
+    assert [r["op"] for r in rebyte_double.requests() if r["op"] in ("create_agent", "list_agents")] == [
+        "create_agent",
+        "create_agent",
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_group_commit_writes_the_runs_handed_over_together_each_fenced_by_its_own_lease(user):
     runs, leases = claimed_with_the_last_taken_over(user, "grouped")

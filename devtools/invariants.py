@@ -87,12 +87,12 @@ def _user_ids(chaos: CheckedRun) -> list[int]:
     return [user.id for user in chaos.users]
 
 
-def _deleted_remotely(kind: str) -> set[str]:
-    """The remote ids Impo deleted at the provider on purpose: a deleted conversation's sessions, an agent its owner's
-    new instructions retired and that agent's sessions (docs/data-lifecycle.md "Deleting")."""
-    from rebyte.models import DeletionIntent, DeletionState
+def _sessions_deleted_on_purpose() -> set[str]:
+    """The remote ids of the sessions Impo deleted at the provider on purpose: a deleted conversation's, and those of
+    an agent its owner's new instructions retired (docs/data-lifecycle.md "Deleting")."""
+    from rebyte.models import DeletionIntent, DeletionState, IntentKind
 
-    done = DeletionIntent.objects.filter(kind=kind, state=DeletionState.DONE)
+    done = DeletionIntent.objects.filter(kind=IntentKind.SESSION, state=DeletionState.DONE)
     return set(done.values_list("remote_id", flat=True))
 
 
@@ -124,10 +124,10 @@ def check_remote_sessions(chaos: CheckedRun, double_state: dict) -> list[str]:
     historical; so remote sessions == local bindings, and current bindings <= conversations. A binding whose
     session Impo deleted at the provider on purpose (a retired agent's) is history only.
     """
-    from rebyte.models import IntentKind, RemoteSession, SessionState
+    from rebyte.models import RemoteSession, SessionState
 
     violations = []
-    deleted = _deleted_remotely(IntentKind.SESSION)
+    deleted = _sessions_deleted_on_purpose()
     local = {session.remote_id: session for session in RemoteSession.objects.exclude(remote_id__in=deleted)}
     remote_by_conversation = defaultdict(list)
     for session in double_state["sessions"]:
@@ -160,11 +160,11 @@ def check_remote_sessions(chaos: CheckedRun, double_state: dict) -> list[str]:
 def check_one_turn_per_run(chaos: CheckedRun, double_state: dict) -> list[str]:
     """Each run is bound to at most one remote turn, its own, and a completed run has one; no turn is
     bound to two runs. (A turn of a session Impo deleted on purpose, a retired agent's, is no longer read.)"""
-    from rebyte.models import IntentKind, RemoteTurn
+    from rebyte.models import RemoteTurn
 
     violations = []
     turns = {turn["id"]: turn for session in double_state["sessions"] for turn in session["turns"]}
-    deleted = _deleted_remotely(IntentKind.SESSION)
+    deleted = _sessions_deleted_on_purpose()
     bound = Counter()
     bindings = RemoteTurn.objects.filter(run__submission_id__in=_submission_ids(chaos)).select_related("run", "session")
     for remote_turn in bindings:

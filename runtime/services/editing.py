@@ -19,7 +19,7 @@ import uuid
 from django.db import connection
 
 from attachments import services as attachment_services
-from attachments.selectors import files_by_message
+from attachments.selectors import file_part, files_by_message
 from core.error_codes import ErrorCode
 from core.errors import Conflict, NotFound
 from runtime import limits
@@ -98,7 +98,8 @@ def _admit_version(owner, edited: Message, first_version_id, command: MessageCom
         first_version_id=first_version_id,
     )
     # The new words go with the files the edited version showed (an edit changes the words, not the files).
-    attachment_services.attach_to_message(version.id, files_by_message([edited.id]).get(edited.id, []))
+    files = files_by_message([edited.id]).get(edited.id, [])
+    attachment_services.attach_to_message(version.id, files)
     versions = Message.objects.filter(first_version_id=first_version_id).count() + 1  # the first one's own is null
     return admit_reply(
         owner,
@@ -107,5 +108,6 @@ def _admit_version(owner, edited: Message, first_version_id, command: MessageCom
         command=command,
         fingerprint=fingerprint,
         client_context=command.client_context,
+        file_parts=[file_part(attachment) for attachment in files],
         told={"editsMessageId": str(edited.id), "version": versions},
     )

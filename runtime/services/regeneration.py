@@ -130,6 +130,7 @@ def _admit_attempt(owner, replaced: Submission, command: MessageCommand, fingerp
         fingerprint=fingerprint,
         # The user's words keep the moment they were written in, unless the client says where and when it is now.
         client_context=command.client_context or replaced.client_context,
+        file_parts=file_parts_of(replaced.user_message_id),
         told={"replacesMessageId": str(replaced.assistant_message_id), "attempt": len(earlier_attempts) + 1},
     )
 
@@ -142,11 +143,12 @@ def admit_reply(
     command: MessageCommand,
     fingerprint: str,
     client_context: dict,
+    file_parts: list[dict],
     told: dict,
 ) -> Submission:
     """A new reply to `user_message` (the conversation's message `sequence`, allocated by the caller), its submission
-    and queued run, and its `submission.accepted` with what the command adds to it (`told`); the run is woken once
-    committed. A regeneration's admission, and an edit's."""
+    and queued run, and its `submission.accepted` showing the files the message carries (`file_parts`) and what the
+    command adds (`told`); the run is woken once committed. A regeneration's admission, and an edit's."""
     reply = Message.objects.create(
         conversation_id=user_message.conversation_id,
         sequence=sequence,
@@ -171,7 +173,7 @@ def admit_reply(
         user_message=user_message,
         assistant_message=reply,
         status=run.state,
-        file_parts=file_parts_of(user_message.id),
+        file_parts=file_parts,
     )
     append_events(user_message.conversation_id, submission.id, [(EventType.SUBMISSION_ACCEPTED, payload | told)])
     outbound.wake_run(run.id)

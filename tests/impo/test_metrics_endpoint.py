@@ -27,9 +27,14 @@ def metrics_token(stack):
     return token
 
 
+def metrics_answer(web: str, headers: dict | None = None) -> httpx.Response:
+    # 30 s: a web process just started may take a while to answer its first requests on a loaded machine.
+    return httpx.get(f"{web}/metrics", headers=headers, timeout=30)
+
+
 def scrape(web: str, headers: dict) -> dict[str, dict[tuple, float]]:
     """{family name: {sorted label items: value}} of one scrape."""
-    response = httpx.get(f"{web}/metrics", headers=headers, timeout=30)
+    response = metrics_answer(web, headers)
     assert response.status_code == 200, response.text
     assert response.headers["Content-Type"].startswith("text/plain")
     return {
@@ -99,19 +104,19 @@ def test_metrics_count_queued_runs_a_parked_run_its_pending_creation_and_the_pro
 
 
 def test_metrics_are_refused_to_anonymous_callers_wrong_tokens_and_users_who_are_not_staff(stack, web):
-    anonymous = httpx.get(f"{web}/metrics", timeout=30)
+    anonymous = metrics_answer(web)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["code"] == "unauthorized"
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
 
-    assert httpx.get(f"{web}/metrics", headers=bearer("not-the-metrics-token"), timeout=30).status_code == 401
+    assert metrics_answer(web, bearer("not-the-metrics-token")).status_code == 401
 
     user = UserFactory()
-    by_token = httpx.get(f"{web}/metrics", headers=bearer(token_of(user)), timeout=30)
+    by_token = metrics_answer(web, bearer(token_of(user)))
     assert by_token.status_code == 403
     assert by_token.json()["error"]["code"] == "forbidden"
     assert "requestId" in by_token.json()
-    by_session = httpx.get(f"{web}/metrics", headers={"Cookie": session_cookie(web, user)}, timeout=30)
+    by_session = metrics_answer(web, {"Cookie": session_cookie(web, user)})
     assert by_session.status_code == 403
 
 

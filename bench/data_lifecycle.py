@@ -72,7 +72,8 @@ def real_replies(stack, runs: int) -> None:
 
 def settle_as_a_worker_would(submission_id, chunk: str, *, deltas: int = DELTAS, text_on_the_row: bool = False) -> None:
     """The admitted run's reply written as `deltas` equal deltas of `chunk` through the runtime's event writer (and,
-    with `text_on_the_row`, its text appended to the reply's message row), the run left settled."""
+    with `text_on_the_row`, its text appended to the reply's message row), the run left settled; its `run.started`
+    and `run.completed` carry what the claim's and the finish's do."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -81,18 +82,21 @@ def settle_as_a_worker_would(submission_id, chunk: str, *, deltas: int = DELTAS,
     from runtime.services.projection import append_to_messages
 
     run = Run.objects.select_related("submission").get(submission_id=submission_id)
-    message_id = str(run.submission.assistant_message_id)
+    message_id, submission_id = str(run.submission.assistant_message_id), str(run.submission_id)
     with transaction.atomic():
         if text_on_the_row:
             append_to_messages({message_id: chunk * deltas})
         append_events(
             run.submission.conversation_id,
             run.submission_id,
-            [(EventType.RUN_STARTED, {"submissionId": str(run.submission_id)})]
+            [(EventType.RUN_STARTED, {"submissionId": submission_id, "attempt": 1, "status": RunState.RUNNING})]
             + [(EventType.TEXT_DELTA, {"messageId": message_id, "partId": "p0", "delta": chunk})] * deltas
             + [
                 (EventType.MESSAGE_COMPLETED, {"messageId": message_id, "partId": "p0", "text": chunk * deltas}),
-                (EventType.RUN_COMPLETED, {"submissionId": str(run.submission_id), "status": "completed"}),
+                (
+                    EventType.RUN_COMPLETED,
+                    {"submissionId": submission_id, "status": RunState.COMPLETED, "messageId": message_id},
+                ),
             ],
         )
         # Bench bookkeeping: the run marked settled as a worker would leave it.

@@ -1,14 +1,14 @@
 """`python -m bench.event_table [--replies 300]`: what the event table holds per settled reply once its retention
 window is over (heap and indexes, `pg_total_relation_size`), as shipped and as it was before the table dropped its
-covered indexes and its copies of the message rows' text (docs/data-lifecycle.md). Both in the same run, on the same
-rows.
+covered indexes and its copies of what the message and submission rows hold (docs/data-lifecycle.md). Both in the
+same run, on the same rows.
 
 Each reply is written through the runtime's own writers, as a worker leaves it: admission (the user message and
 `submission.accepted`), `run.started`, 16 `text.delta`, `message.completed` and `run.completed`, the reply's text
 appended to its message row; user message and reply are 400 characters each. The pass then compacts them, and the
 rows kept are measured in fresh copies of the table with its indexes: as shipped, and as before (the same rows with
-the foreign keys' own indexes and the text the kept events repeated put back). Runs in a scratch database of its
-own.
+the foreign keys' own indexes and what the kept events repeated put back: texts, ids, sequences). Runs in a scratch
+database of its own.
 """
 
 import argparse
@@ -38,7 +38,7 @@ def settled_replies(count: int) -> None:
 
 def copy_size(name: str, *, extra_indexes: tuple[str, ...] = (), restored: bool = False) -> tuple[int, int, int]:
     """(rows, heap bytes, index bytes) of a fresh copy of runtime_event's live rows with its indexes (and
-    `extra_indexes`, columns indexed alone), the kept events' text put back if `restored`. A copy, because the
+    `extra_indexes`, columns indexed alone), what the kept events left out put back if `restored`. A copy, because the
     table's own file still holds what the pass removed until a vacuum reclaims it, and when that can run depends
     on what else the database is doing."""
     from django.db import connection
@@ -84,7 +84,7 @@ def main() -> None:
         settings.IMPO_EVENT_RETENTION_SECONDS = 0
         compacted = retention.prune_events()
         assert compacted.runs == args.replies, compacted
-        # The foreign keys' own indexes, dropped by runtime's migration 0018, and the copied text, back.
+        # The foreign keys' own indexes, dropped by runtime's migration 0018, and the copied texts and ids, back.
         before = copy_size("bench_event_before", extra_indexes=("conversation_id", "submission_id"), restored=True)
         shipped = copy_size("bench_event_shipped")
         for label, (rows, heap, indexes) in (("before", before), ("shipped", shipped)):

@@ -12,22 +12,14 @@ from psycopg.types.json import Jsonb
 from core import telemetry
 from core.database import prepared_cursor
 from runtime import outbound
-from runtime.models import Event, EventType, Run
+from runtime.models import RUN_END_EVENTS, Event, EventType, Run
 from runtime.wire import event_to_wire
 
 _batch = threading.local()
 
 # The types the webhooks app makes deliveries of (the list in its trigger, webhooks/migrations/0001_webhooks.py): a
 # write with one of them rings the webhooks loop.
-WEBHOOK_SOURCE_TYPES = frozenset(
-    {
-        EventType.RUN_COMPLETED,
-        EventType.RUN_FAILED,
-        EventType.RUN_CANCELLED,
-        EventType.RUN_PENDING_RECONCILIATION,
-        EventType.TOOL_APPROVAL_REQUESTED,
-    }
-)
+WEBHOOK_SOURCE_TYPES = RUN_END_EVENTS | {EventType.RUN_PENDING_RECONCILIATION, EventType.TOOL_APPROVAL_REQUESTED}
 
 
 @contextmanager

@@ -339,6 +339,10 @@ class EventType(models.TextChoices):
     RUN_PROGRESS = "run.progress"  # what the agent is doing (its reasoning): transient, never the reply's text
 
 
+# The events a run's end is told by, one per run (`runtime.services.lifecycle.finish`).
+RUN_END_EVENTS = frozenset({EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
+
+
 class Event(models.Model):
     """The projection log: what a client sees, in `seq` order per conversation, with no gaps."""
 

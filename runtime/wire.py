@@ -2,7 +2,7 @@
 
 import copy
 
-from runtime.models import Event, EventType, Message
+from runtime.models import RUN_END_EVENTS, Event, EventType, Submission
 
 
 def event_to_wire(event: Event) -> dict:
@@ -21,37 +21,62 @@ def event_to_wire(event: Event) -> dict:
 
 
 def events_to_wire(events: list[Event]) -> list[dict]:
-    """Stored events as every transport sends them, read back from the log: a compacted event's text, which only its
-    message row keeps (runtime/services/retention.py), is put back as it was written, one query for them all."""
-    message_ids = {message_id for event in events if (message_id := _text_kept_by(event))}
-    if not message_ids:
+    """Stored events as every transport sends them, read back from the log: what compaction left out of a settled
+    reply's events, because its rows hold it (runtime/services/retention.py), is put back as it was written, from one
+    query of their submissions' messages."""
+    submission_ids = {event.submission_id for event in events if _compacted(event)}
+    if not submission_ids:
         return [event_to_wire(event) for event in events]
-    rows = Message.objects.filter(id__in=message_ids).values_list("id", "text")
-    texts = {str(message_id): text for message_id, text in rows}
-    return [event_to_wire(_with_text(event, texts)) for event in events]
+    rows = Submission.objects.filter(id__in=submission_ids).values(
+        "id",
+        "user_message_id",
+        "user_message__sequence",
+        "user_message__text",
+        "assistant_message_id",
+        "assistant_message__sequence",
+        "assistant_message__text",
+    )
+    replies = {row["id"]: row for row in rows}
+    return [
+        event_to_wire(_restored(event, replies[event.submission_id]) if _compacted(event) else event)
+        for event in events
+    ]
 
 
-def _text_kept_by(event: Event) -> str | None:
-    """The id of the message row that holds the text this compacted event left out, or None."""
-    if event.type == EventType.MESSAGE_COMPLETED and "textRange" in event.payload:
-        return event.payload["messageId"]
-    user_message = event.payload.get("userMessage") if event.type == EventType.SUBMISSION_ACCEPTED else None
-    if user_message is not None and "text" not in user_message:
-        return user_message["id"]
-    return None
-
-
-def _with_text(event: Event, texts: dict[str, str]) -> Event:
-    message_id = _text_kept_by(event)
-    if message_id is None:
-        return event
-    payload = copy.deepcopy(event.payload)
-    text = texts.get(message_id, "")
+def _compacted(event: Event) -> bool:
+    """Whether compaction left something out of this event (each writer always writes what is tested for)."""
+    payload = event.payload
+    if event.type == EventType.SUBMISSION_ACCEPTED:
+        return "assistantMessage" not in payload or "text" not in payload["userMessage"]
     if event.type == EventType.MESSAGE_COMPLETED:
+        return "textRange" in payload
+    return event.type in _CARRYING_THEIR_SUBMISSION and "submissionId" not in payload
+
+
+_CARRYING_THEIR_SUBMISSION = RUN_END_EVENTS | {EventType.RUN_STARTED}
+
+
+def _restored(event: Event, reply: dict) -> Event:
+    """The compacted event with what it left out put back from its submission's `reply` row (with both messages)."""
+    payload = copy.deepcopy(event.payload)
+    submission_id = str(event.submission_id)
+    reply_id = str(reply["assistant_message_id"])
+    if event.type == EventType.SUBMISSION_ACCEPTED:
+        asked = payload["userMessage"]
+        if "assistantMessage" not in payload:
+            payload["submissionId"] = submission_id
+            payload["assistantMessage"] = {"id": reply_id, "sequence": reply["assistant_message__sequence"]}
+            asked.update(id=str(reply["user_message_id"]), sequence=reply["user_message__sequence"])
+        asked["text"] = reply["user_message__text"]
+    elif event.type == EventType.MESSAGE_COMPLETED:
+        # Only a reply whose parts make its text exactly is ranged: each range is into the reply's text.
         start, end = payload.pop("textRange")
-        payload["text"] = text[start:end]
+        payload["text"] = reply["assistant_message__text"][start:end]
+        payload.setdefault("messageId", reply_id)
     else:
-        payload["userMessage"]["text"] = text
+        payload["submissionId"] = submission_id
+        if event.type in RUN_END_EVENTS:
+            payload["messageId"] = reply_id
     restored = copy.copy(event)
     restored.payload = payload
     return restored

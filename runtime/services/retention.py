@@ -6,10 +6,12 @@ is kept still rebuilds the reply (the AI SDK stream of the run, the conversation
 app points at (webhook deliveries, their pending markers: run and approval events only) stays. Its `run.progress`
 events go too, all of them: progress is transient, and the reply that replaced it is what stays.
 
-What stays no longer repeats the text the message rows hold: a `submission.accepted` loses its user message's
-`text`, and each `message.completed` of a reply whose parts, in order, make its message's text exactly trades its
-`text` for `textRange`, the [start, end) of its part in that text. Readers put both back from the message rows
-(`runtime.wire.events_to_wire`), so every client sees the events as they were written.
+What stays no longer repeats what the rows hold: the submission's id (the event's own column) goes from
+`submission.accepted`, `run.started` and the run's end; the ids and sequences of both messages and the user's
+`text` from `submission.accepted`; the reply's id from its `message.completed` events and the run's end; and each
+`message.completed` of a reply whose parts, in order, make its text exactly trades its `text` for `textRange`, the
+[start, end) of its part in that text. Each goes only where it equals its row, so readers put back exactly what was
+written (`runtime.wire.events_to_wire`, from the event's column and its submission's rows).
 
 A batch is one short transaction that never waits for a lock: it takes settled runs and their conversations with
 SKIP LOCKED (a run staff are retrying, a conversation a writer holds this instant, or a batch another machine is
@@ -25,7 +27,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime import locks
-from runtime.models import TERMINAL_RUN_STATES, EventType
+from runtime.models import RUN_END_EVENTS, TERMINAL_RUN_STATES, EventType
 
 COMPACT_BATCH = 100
 
@@ -47,7 +49,7 @@ removed AS (
     RETURNING delta.conversation_id, delta.seq
 ),
 completed AS (
-    SELECT done.id, done.submission_id, done.payload->>'text' AS text,
+    SELECT done.id, done.submission_id, done.payload->>'text' AS text, done.payload->>'messageId' AS message_id,
            sum(char_length(done.payload->>'text')) OVER (PARTITION BY done.submission_id ORDER BY done.seq) AS upto
     FROM runtime_event done JOIN taken ON done.submission_id = taken.submission_id
     WHERE done.type = %(completed)s AND done.payload ? 'text'
@@ -57,12 +59,13 @@ whole AS (
     FROM completed
     JOIN runtime_submission submission ON submission.id = completed.submission_id
     JOIN runtime_message reply ON reply.id = submission.assistant_message_id
-    GROUP BY completed.submission_id, reply.text
+    GROUP BY completed.submission_id, reply.id, reply.text
     HAVING string_agg(completed.text, '' ORDER BY completed.upto) = reply.text
+       AND bool_and(completed.message_id = reply.id::text)
 ),
 ranged AS (
     UPDATE runtime_event done
-    SET payload = (done.payload - 'text') || jsonb_build_object(
+    SET payload = (done.payload - 'text' - 'messageId') || jsonb_build_object(
         'textRange', jsonb_build_array(completed.upto - char_length(completed.text), completed.upto)
     )
     FROM completed JOIN whole USING (submission_id)
@@ -71,13 +74,35 @@ ranged AS (
 ),
 accepted AS (
     UPDATE runtime_event accepted
-    SET payload = accepted.payload #- '{{userMessage,text}}'
+    SET payload = accepted.payload - 'submissionId' - 'assistantMessage'
+        #- '{{userMessage,id}}' #- '{{userMessage,sequence}}' #- '{{userMessage,text}}'
     FROM taken
     JOIN runtime_submission submission ON submission.id = taken.submission_id
     JOIN runtime_message asked ON asked.id = submission.user_message_id
+    JOIN runtime_message reply ON reply.id = submission.assistant_message_id
     WHERE accepted.submission_id = taken.submission_id AND accepted.type = %(accepted)s
-      AND accepted.payload->'userMessage'->>'text' = asked.text
+      AND accepted.payload @> jsonb_build_object(
+          'submissionId', submission.id::text,
+          'userMessage', jsonb_build_object('id', asked.id::text, 'sequence', asked.sequence, 'text', asked.text),
+          'assistantMessage', jsonb_build_object('id', reply.id::text, 'sequence', reply.sequence)
+      )
     RETURNING accepted.id
+),
+started AS (
+    UPDATE runtime_event started SET payload = started.payload - 'submissionId'
+    FROM taken
+    WHERE started.submission_id = taken.submission_id AND started.type = %(started)s
+      AND started.payload @> jsonb_build_object('submissionId', taken.submission_id::text)
+    RETURNING started.id
+),
+ended AS (
+    UPDATE runtime_event ended SET payload = ended.payload - 'submissionId' - 'messageId'
+    FROM taken JOIN runtime_submission submission ON submission.id = taken.submission_id
+    WHERE ended.submission_id = taken.submission_id AND ended.type = ANY(%(ends)s::varchar[])
+      AND ended.payload @> jsonb_build_object(
+          'submissionId', submission.id::text, 'messageId', submission.assistant_message_id::text
+      )
+    RETURNING ended.id
 ),
 floor AS (
     UPDATE runtime_conversation conversation
@@ -114,6 +139,8 @@ def compact_parameters(*, cutoff, batch: int) -> dict:
         "completed": EventType.MESSAGE_COMPLETED.value,
         "progress": EventType.RUN_PROGRESS.value,
         "accepted": EventType.SUBMISSION_ACCEPTED.value,
+        "started": EventType.RUN_STARTED.value,
+        "ends": sorted(RUN_END_EVENTS),
     }
 
 

@@ -1,6 +1,6 @@
-"""After the retention window, a settled reply's kept events no longer repeat the text its message rows hold
-(runtime/services/retention.py), and every reader puts it back: the socket's catch-up, the AI SDK stream and the
-history give the same transcript after a reload as before the compaction.
+"""After the retention window, a settled reply's kept events no longer repeat what its rows hold (texts, ids,
+sequences: runtime/services/retention.py), and every reader puts it back: the socket's catch-up, the AI SDK stream and
+the history give the same transcript after a reload as before the compaction.
 
 Real worker processes drive real replies from the double; real PostgreSQL and the web server serve them."""
 
@@ -47,12 +47,15 @@ def test_a_pruned_reply_reads_the_same_everywhere_after_a_reload(stack, web, api
 
     assert retention.prune_events().runs == len(runs)
 
-    # Stored without the copies: the message rows hold that text.
+    # Stored without the copies: the event's column and its submission's message rows hold them.
     kept = Event.objects.filter(conversation_id=conversation_id)
     for event in kept.filter(type=EventType.SUBMISSION_ACCEPTED):
-        assert "text" not in event.payload["userMessage"]
+        assert event.payload == {"status": "queued", "userMessage": {}}
     for event in kept.filter(type=EventType.MESSAGE_COMPLETED):
-        assert "text" not in event.payload and "textRange" in event.payload
+        assert set(event.payload) == {"partId", "textRange"}
+    for event in kept.filter(type__in=[EventType.RUN_STARTED, EventType.RUN_COMPLETED]):
+        assert not {"submissionId", "messageId"} & set(event.payload), event.payload
+    assert kept.filter(type=EventType.RUN_COMPLETED).count() == len(runs)
     # Read back whole: every event kept is what it was before, over the log a reloaded socket resumes from.
     log_after = selectors.events_after(conversation_id, 0, limit=10_000)
     assert log_after == [log_before[event["seq"]] for event in log_after]
@@ -78,3 +81,41 @@ def test_a_reply_whose_parts_do_not_make_its_text_keeps_them(stack, api, streame
 
     completion.refresh_from_db()
     assert completion.payload["text"].endswith(" (said differently)") and "textRange" not in completion.payload
+
+
+def test_an_event_whose_ids_are_not_its_rows_keeps_them(stack, api, streamed_replies):
+    """An id or a sequence goes only where it equals its row, so what is put back is always what was written."""
+    stack.start_worker()
+    run = reply(api, "keep my ids", "m-1")
+    accepted = Event.objects.get(submission_id=run.submission_id, type=EventType.SUBMISSION_ACCEPTED)
+    accepted.payload["assistantMessage"]["sequence"] += 10
+    accepted.save(update_fields=["payload"])
+    written = selectors.submission_events_after(run.submission_id, 0)
+
+    retention.prune_events()
+
+    accepted.refresh_from_db()
+    assert accepted.payload["assistantMessage"]["id"] == str(run.submission.assistant_message_id)
+    assert "submissionId" in accepted.payload and "text" in accepted.payload["userMessage"]
+    kept = selectors.submission_events_after(run.submission_id, 0)
+    assert kept == [event for event in written if event["type"] not in (EventType.TEXT_DELTA, EventType.RUN_PROGRESS)]
+
+
+def test_events_compacted_before_the_ids_went_still_read_whole(stack, api, streamed_replies):
+    """A reply compacted when only texts went (its events still name their ids) reads back as it was written."""
+    stack.start_worker()
+    run = reply(api, "compacted long ago", "m-1")
+    written = selectors.submission_events_after(run.submission_id, 0)
+    retention.prune_events()
+    # As the earlier pass left them: the texts out, the ids in.
+    for event in Event.objects.filter(submission_id=run.submission_id):
+        as_written = next(wire["payload"] for wire in written if wire["seq"] == event.seq)
+        event.payload = {key: value for key, value in as_written.items() if key != "text"}
+        if event.type == EventType.SUBMISSION_ACCEPTED:
+            event.payload["userMessage"] = {k: v for k, v in as_written["userMessage"].items() if k != "text"}
+        elif event.type == EventType.MESSAGE_COMPLETED:
+            event.payload["textRange"] = [0, len(as_written["text"])]
+        event.save(update_fields=["payload"])
+
+    kept = selectors.submission_events_after(run.submission_id, 0)
+    assert kept == [event for event in written if event["type"] not in (EventType.TEXT_DELTA, EventType.RUN_PROGRESS)]

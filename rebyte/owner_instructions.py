@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Subquery, TextField, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from rebyte import locks
@@ -28,6 +30,13 @@ class Instructions:
 def instructions_of(owner_id) -> Instructions:
     row = OwnerInstructions.objects.filter(owner_id=owner_id).first()
     return Instructions(row.text, row.updated_at) if row else Instructions("", None)
+
+
+def instructions_text(owner) -> Coalesce:
+    """The owner's instructions ('' for none) as an expression of `owner` (an id or an `OuterRef`), for a query that
+    reads them with what it reads anyway (a run's claim)."""
+    text = Subquery(OwnerInstructions.objects.filter(owner_id=owner).values("text")[:1])
+    return Coalesce(text, Value(""), output_field=TextField())
 
 
 def held_instructions(owner_id) -> str:

@@ -294,10 +294,11 @@ def run_state_of(submission_id) -> str:
     return Run.objects.values_list("state", flat=True).get(submission_id=submission_id)
 
 
-def run_to_execute(run_id) -> Run:
+def run_to_execute(run_id, **read_with_it) -> Run:
     """A run with everything its driver reads, in one query: submission, conversation, owner, both messages, its
     binding to the provider (`remote_turn`, with its session; absent before its first fenced write made one),
-    whether it is a regeneration (`regeneration`) and the ids of the files its message carries (`file_ids`)."""
+    whether it is a regeneration (`regeneration`), the ids of the files its message carries (`file_ids`), and the
+    annotations its caller adds (`read_with_it`: what this app does not know, such as the owner's instructions)."""
     return (
         Run.objects.select_related(
             "submission__conversation__owner",
@@ -309,6 +310,7 @@ def run_to_execute(run_id) -> Run:
         .annotate(
             regeneration=earlier_attempt("submission__"),
             file_ids=file_ids_in_order(OuterRef("submission__user_message_id")),
+            **read_with_it,
         )
         .get(id=run_id)
     )

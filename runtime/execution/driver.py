@@ -19,6 +19,7 @@ import uuid
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef
 from django.utils import timezone
 
 from core import telemetry
@@ -27,7 +28,7 @@ from rebyte import bindings, sessions
 from rebyte import services as rebyte_services
 from rebyte.client import RebyteGateway
 from rebyte.failures import Refused, Unavailable, UnknownOutcome
-from rebyte.owner_instructions import instructions_of
+from rebyte.owner_instructions import instructions_text
 from rebyte.provider import provider_gateway
 from runtime import attempts, selectors
 from runtime.execution import healing
@@ -88,7 +89,7 @@ def _claim(run_id, worker_id: str) -> Claimed | None:
         lease = claims.claim(run_id, worker_id)
         if lease is None:
             return None
-        run = selectors.run_to_execute(run_id)
+        run = selectors.run_to_execute(run_id, owner_instructions=instructions_text(OuterRef("owner_id")))
         remote_turn = bindings.remote_turn_of(run)
         if remote_turn.session_id is not None or run.input_sent_at is not None:
             return Claimed(
@@ -98,7 +99,7 @@ def _claim(run_id, worker_id: str) -> Claimed | None:
         tools, device_tools = [tool.to_provider() for tool in catalog], [tool.name for tool in catalog if tool.device]
         # A regeneration's input, or an edited message's, goes to a fresh session, which never saw the reply (or the
         # words) it replaces: the provider has no way to take an item out of a session (docs/api.md "Regenerate").
-        instructions = instructions_of(run.submission.owner_id).text
+        instructions = run.owner_instructions
         session, carry = sessions.usable_session(
             run.submission.conversation,
             fingerprint=rebyte_services.tools_fingerprint(tools),

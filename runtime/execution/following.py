@@ -113,6 +113,8 @@ class Following:
         self.followed = None  # the run's turn as last read, while it streams its reply
         self.last_resend = time.monotonic()
         self.quiet = _QuietReads()
+        # The turn's id as the binding last wrote it (as claimed, then with each projection of its progress).
+        self.saved_turn_id = state.remote_turn.turn_id
 
     def follow(self, *, read_truth: bool) -> None:
         """Follows the turn until the run ends or is parked; `read_truth`: the truth is read before listening."""
@@ -228,10 +230,10 @@ class Following:
             retryable = failure.code in RETRYABLE_TURN_ERRORS
             error = RunError(failure.code, failure.message, retryable) if state == RunState.FAILED else None
 
-            def finish(run: lifecycle.FencedRun) -> None:
+            def finish(run: lifecycle.FencedRun, reply_text_left: str) -> None:
                 if state == RunState.COMPLETED:
                     sessions.record_completed_turn(session, items=items, now=timezone.now())
-                lifecycle.finish_in_transaction(run, state, error=error)
+                lifecycle.finish_in_transaction(run, state, error=error, reply_text_left=reply_text_left)
 
             self._project_pending(then=finish)
             return True
@@ -271,10 +273,13 @@ class Following:
         self._project_pending()
         return placed_all
 
-    def _project_pending(self, *, then: Callable[[lifecycle.FencedRun], None] | None = None, at_once=False) -> None:
+    def _project_pending(
+        self, *, then: Callable[[lifecycle.FencedRun, str], None] | None = None, at_once=False
+    ) -> None:
         """One fenced transaction for everything read and not yet projected of the items (text, completed), when
-        due (at once for the run's end, `then`, or when asked), with the turn's binding; and, before the run's end,
-        the reasoning read meanwhile (it came before the text it is projected with)."""
+        due (at once for the run's end, `then`, given the run and the reply's text it appends), with the turn's
+        binding; and, before the run's end, the reasoning read meanwhile (it came before the text it is projected
+        with)."""
         due = self.unprojected.due(at_once=at_once or then is not None)
         if due is None:
             return
@@ -300,13 +305,16 @@ class Following:
             noted = (remote_turn, remote_turn.turn_id, progress) if progress else None
             run = group_commit.project(state.lease, outputs, progress=noted)
             state.cancel_seen = run.cancel_requested_at is not None
+            self.saved_turn_id = remote_turn.turn_id if noted else self.saved_turn_id
         else:
             with state.fence() as run:
                 state.cancel_seen = run.cancel_requested_at is not None
-                projection.project_output(run, outputs)
-                if progress:
+                reply_text_left = projection.project_ending_output(run, outputs)
+                # At the run's end the binding is written only for a turn id it does not hold yet (staff find a run
+                # by it, and it keeps one run per turn): how much was projected matters to no one once the run ended.
+                if progress and remote_turn.turn_id != self.saved_turn_id:
                     bindings.note_projected(remote_turn, turn_id=remote_turn.turn_id, progress=progress)
-                then(run)
+                then(run, reply_text_left)
         self.unprojected.projected()
 
     def _cancel_to_relay(self) -> bool:

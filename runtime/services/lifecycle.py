@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, TextField, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from core.error_codes import ErrorCode, RunError
@@ -134,9 +136,12 @@ def requeue_if_answered(run: Run) -> None:
     outbound.wake_run(run.id)
 
 
-def finish_in_transaction(run: "Run | FencedRun", state: str, *, error: RunError | None = None) -> None:
-    """Ends the run inside its fenced transaction (with whatever else that transaction records)."""
-    finish(locked_run(run), state, now=timezone.now(), error=error)
+def finish_in_transaction(
+    run: "Run | FencedRun", state: str, *, error: RunError | None = None, reply_text_left: str = ""
+) -> None:
+    """Ends the run inside its fenced transaction (with whatever else that transaction records); `reply_text_left`:
+    the reply's last text, projected with the end (`projection.project_ending_output`), appended to its message."""
+    finish(locked_run(run), state, now=timezone.now(), error=error, reply_text_left=reply_text_left)
 
 
 def await_reconciliation(run: "Run | FencedRun", *, reason: str, needs_staff: bool = False) -> None:
@@ -243,7 +248,7 @@ def _record_error(run: Run, error: RunError | None) -> None:
     )
 
 
-def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
+def finish(run: Run, state: str, *, now, error: RunError | None = None, reply_text_left: str = "") -> None:
     """Moves a locked run to a terminal state with its event, and wakes its conversation's next run."""
     run.transition_to(state)
     run.finished_at = now
@@ -251,11 +256,13 @@ def finish(run: Run, state: str, *, now, error: RunError | None = None) -> None:
     run.lease_expires_at = None
     _record_error(run, error)
     reasoning = kept_reasoning(run)
+    appended = {"text": Concat(F("text"), Value(reply_text_left), output_field=TextField())} if reply_text_left else {}
     Message.objects.filter(id=run.submission.assistant_message_id).update(
         status=_FINAL_MESSAGE_STATUS[state],
         reasoning=reasoning["text"] if reasoning else "",
         reasoning_seconds=reasoning["seconds"] if reasoning else None,
         updated_at=now,
+        **appended,
     )
     payload = {
         "submissionId": str(run.submission_id),

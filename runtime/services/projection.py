@@ -64,6 +64,16 @@ def project_outputs(projections: list[tuple[Run, list[Output | Progress]]]) -> N
             project_events(run, output_events(run.submission.assistant_message_id, outputs))
 
 
+def project_ending_output(run: Run, outputs: list[Output]) -> str:
+    """The projection that goes with the run's end, inside its fenced transaction: its events, and its new text,
+    returned for the end's own write of the message to append (`lifecycle.finish_in_transaction`): the message is
+    written once, not twice."""
+    message_id = run.submission.assistant_message_id
+    with batched():
+        project_events(run, output_events(message_id, outputs))
+    return "".join(output.delta for output in outputs)
+
+
 # Each assistant message's new text appended in one statement, for one run's projection or for a process's group.
 _APPEND_TO_MESSAGES_SQL = """
 UPDATE runtime_message message

@@ -28,11 +28,18 @@ def kept_reasoning(run: Run) -> dict | None:
         Subquery(submission_events.filter(type=EventType.SUBMISSION_ACCEPTED).order_by("-seq").values("seq")[:1]),
         0,
     )
-    written = (
-        submission_events.filter(seq__gt=attempt_began, type__in=[EventType.RUN_PROGRESS, EventType.TEXT_DELTA])
+    # Of the reply's deltas only the first after the first step tells anything (when the reply began): a long reply's
+    # hundreds are not read.
+    progress = submission_events.filter(seq__gt=attempt_began, type=EventType.RUN_PROGRESS)
+    first_step = progress.filter(payload__kind__in=_SHOWN_STEP_KINDS).order_by("seq").values("seq")[:1]
+    first_words = submission_events.filter(type=EventType.TEXT_DELTA, seq__gt=Subquery(first_step)).order_by("seq")
+    columns = ("seq", "type", "payload", "created_at")
+    written = [
+        (kind, payload, at)
+        for _, kind, payload, at in progress.values_list(*columns)
+        .union(first_words.values_list(*columns)[:1], all=True)
         .order_by("seq")
-        .values_list("type", "payload", "created_at")
-    )
+    ]
     now = timezone.now()
     steps: dict[str, str] = {}
     began = last = replied = None

@@ -19,18 +19,19 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 from psycopg.pq import TransactionStatus
 
+from rebyte.models import RemoteTurn
 from runtime.execution.driver import execute_run, worker_identity
 from runtime.models import Run, RunState
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import submit_main_chat_message
 
-# Measured after issue 48's reductions (bench/RESULTS.md "Statements of a turn"), then with the three statements the
-# owner's instructions take (the claim's read of them; the turn start's shared lock on them and its read under it): a
-# change that adds a statement or a transaction to a turn fails here, and the message lists the turn's statements.
-# The windows of the reply the group commit writes on its own (their number depends on how the deltas arrive) are
-# bounded apart, per window.
-FIRST_MESSAGE = {"statements": 42, "transactions": 8}
-LATER_MESSAGE = {"statements": 22, "transactions": 4}
+# Measured after issue 48's reductions (bench/RESULTS.md "Statements of a turn"), with the owner's instructions read
+# with the claimed run and under their lock at the turn's start, and the run's end writing the reply's message once
+# and its binding only for a turn id not yet written: a change that adds a statement or a transaction to a turn
+# fails here, and the message lists the turn's statements. The windows of the reply the group commit writes on its
+# own (their number depends on how the deltas arrive) are bounded apart, per window.
+FIRST_MESSAGE = {"statements": 39, "transactions": 8}
+LATER_MESSAGE = {"statements": 19, "transactions": 4}
 STATEMENTS_PER_WINDOW = 4
 # At most one window per piece of the reply (two here); usually one, the second piece going with the turn's end.
 WINDOWS = 2
@@ -132,5 +133,8 @@ def test_a_first_and_a_later_message_stay_within_their_statements_and_transactio
         assert run.submission.assistant_message.text == f"Echo: {text}"
     state = rebyte_double.state()
     assert (state["counts"]["agents"], state["counts"]["sessions"]) == (1, 1)  # the later turn reused both
+    # Each binding keeps its turn's id (the run's end writes it only when no window did).
+    turn_ids = {RemoteTurn.objects.get(run=run).turn_id for run in (first_run, later_run)}
+    assert len(turn_ids) == 2 and "" not in turn_ids
     assert_within(first, FIRST_MESSAGE)
     assert_within(later, LATER_MESSAGE)

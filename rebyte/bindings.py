@@ -2,12 +2,12 @@
 how much of that turn's reply was projected, written with the projections it counts.
 """
 
+from django.db import connection
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from core.database import prepared_cursor
 from rebyte.models import CreationIntent, RemoteSession, RemoteTurn
 from runtime.models import Run
 
@@ -92,7 +92,7 @@ def note_projected_together(notes: list[tuple[RemoteTurn, str, dict[str, tuple[i
             if completed and item_id not in remote_turn.completed_items:
                 remote_turn.completed_items.append(item_id)
     turns = [remote_turn for remote_turn, _, _ in notes]
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             _NOTE_PROJECTED_SQL,
             {

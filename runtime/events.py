@@ -7,10 +7,10 @@ here, inside its own transaction; the push to live subscribers goes out only aft
 import threading
 from contextlib import contextmanager
 
+from django.db import connection
 from psycopg.types.json import Jsonb
 
 from core import telemetry
-from core.database import prepared_cursor
 from runtime import outbound
 from runtime.models import RUN_END_EVENTS, Event, EventType, Run
 from runtime.wire import event_to_wire
@@ -114,7 +114,7 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
         for submission_id, item in conversation_entries
     ]
     traces = {submission_id: _trace_id(submission_id) for _, submission_id, _ in entries}
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             _WRITE_EVENTS_SQL,
             {

@@ -15,7 +15,6 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from core.database import prepared_cursor
 from runtime.models import UNFINISHED_RUN_STATES, Run, Submission
 
 RELATED_FOR_WRITES = ("submission",)
@@ -66,7 +65,7 @@ def lock_leased_runs(generations: dict, *, leased_states) -> dict:
     """Several leased runs at once, in id order, each with its submission: {run id: run} for those whose fencing
     token is still the generation given (the others are locked too until the transaction ends, and left out).
     `generations` is keyed by the runs' ids as UUIDs."""
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(_LOCK_LEASED_RUNS_SQL, [list(generations), list(leased_states)])
         rows = cursor.fetchall()
     locked = {}

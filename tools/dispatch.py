@@ -129,15 +129,22 @@ def _save_result(fence: Fence, call: ToolCall, result: dict) -> ToolReceipt:
         return receipt
 
 
+def _bound_statements(definition: ToolDefinition, *, to_transaction: bool) -> None:
+    """The tool's timeout as the statement timeout of this thread's connection (of its transaction alone, `SET
+    LOCAL`, when `to_transaction`); through `set_config`, since SET takes no bound parameter."""
+    with connection.cursor() as cursor:
+        timeout = f"{int(definition.timeout * 1000)}ms"
+        cursor.execute("SELECT set_config('statement_timeout', %s, %s)", [timeout, to_transaction])
+
+
 def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
     invocation = _invocation(call)
 
     def run_handler():
         try:
-            with connection.cursor() as cursor:
-                # An abandoned read must not hold this thread's connection past its timeout: its statements
-                # are cancelled then, the handler ends and the connection is closed below.
-                cursor.execute("SET statement_timeout = %s", [f"{int(definition.timeout * 1000)}ms"])
+            # An abandoned read must not hold this thread's connection past its timeout: its statements are
+            # cancelled then, the handler ends and the connection is closed below.
+            _bound_statements(definition, to_transaction=False)
             return definition.handler(invocation)
         finally:
             connection.close()  # this thread's own connection
@@ -160,9 +167,8 @@ def _read(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
 def _act_in_transaction(call, definition: ToolDefinition, fence: Fence) -> ToolReceipt:
     try:
         with fence() as run:
-            with connection.cursor() as cursor:
-                # Bounds each statement of the effect; a cancelled one rolls the whole attempt back.
-                cursor.execute("SET LOCAL statement_timeout = %s", [f"{int(definition.timeout * 1000)}ms"])
+            # Bounds each statement of the effect; a cancelled one rolls the whole attempt back.
+            _bound_statements(definition, to_transaction=True)
             output = definition.handler(_invocation(call))
             receipt, events = services.save_result(run, call.call_id, {"output": output})
             run.append(events)

@@ -7,6 +7,7 @@ as is under pgbench.
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -280,23 +281,23 @@ _SHAREABLE = (str, int, bool, type(None), uuid.UUID, datetime)
 
 
 class _SharedValues:
-    """The statement's column values as parameters `v0`, `v1`, …, equal values sharing one (see
-    `_insert_from_conversation`)."""
+    """The statement's column values as parameters `v0`, `v1`, …, equal values of one SQL type sharing one (see
+    `_insert_from_conversation`): the server binds them, and a parameter has one type."""
 
     def __init__(self, params: dict):
         self._params = params
         self._count = 0
-        self._shared: dict[tuple[type, object], str] = {}
+        self._shared: dict[tuple[type, object, str], str] = {}
 
-    def key_of(self, value) -> str:
+    def key_of(self, value, sql_type: str) -> str:
         shareable = isinstance(value, _SHAREABLE)
-        if shareable and (type(value), value) in self._shared:
-            return self._shared[type(value), value]
+        if shareable and (type(value), value, sql_type) in self._shared:
+            return self._shared[type(value), value, sql_type]
         key = f"v{self._count}"
         self._count += 1
         self._params[key] = value
         if shareable:
-            self._shared[type(value), value] = key
+            self._shared[type(value), value, sql_type] = key
         return key
 
 
@@ -308,8 +309,8 @@ def _insert_from_conversation(
     Every column comes from the instance as the ORM would save it (defaults, JSON; auto timestamps are `now`, one
     clock reading for the whole admission), except `computed` ones, which are SQL over the `conversation` CTE
     (whose row exists only when admission goes on).
-    Equal values share one parameter: the statement then has few enough, and short enough text, for psycopg to
-    reuse its parsed form from one admission to the next instead of parsing it again.
+    Equal values of one type share one parameter: the statement then has few enough for the server to keep its
+    plan from one admission to the next.
     """
     columns, values = [], []
     for model_field in instance._meta.concrete_fields:
@@ -322,7 +323,10 @@ def _insert_from_conversation(
         if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
             setattr(instance, model_field.attname, now)
         value = model_field.get_db_prep_save(getattr(instance, model_field.attname), connection)
-        values.append(f"%({values_of.key_of(value)})s")
+        # Typed as its column, without a length: an explicit cast to varchar(n) would cut a longer text instead of
+        # refusing it as the column does.
+        sql_type = re.sub(r"\(.*\)", "", model_field.db_type(connection))
+        values.append(f"%({values_of.key_of(value, sql_type)})s::{sql_type}")
     return (
         f"{name} AS (INSERT INTO {instance._meta.db_table} ({','.join(columns)})"
         f" SELECT {','.join(values)} FROM conversation RETURNING {returning})"

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from core.database import prepared_cursor
 from core.error_codes import ErrorCode, RunError
 from runtime import locks
 from runtime.events import append_events, batched
@@ -149,7 +148,7 @@ def _claim_sql(max_attempts: int) -> tuple[str, tuple]:
 
 def _claim_statement(run_id, worker_id: str) -> Lease | None:
     sql, candidate_params = _claim_sql(settings.IMPO_RUN_MAX_ATTEMPTS)
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             sql, [run_id, *candidate_params, RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()]
         )
@@ -256,7 +255,7 @@ def extend_leases(leases: list[Lease]) -> set:
     holders must stop writing."""
     if not leases:
         return set()
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             _EXTEND_LEASES_SQL,
             {

@@ -8,7 +8,8 @@ never the message's text.
 
 from dataclasses import dataclass
 
-from core.database import prepared_cursor
+from django.db import connection
+
 from runtime.events import append_events, batched
 from runtime.models import EventType, MessageStatus, Run
 
@@ -88,7 +89,7 @@ def append_to_messages(appended: dict) -> None:
     appended = {message_id: text for message_id, text in appended.items() if text}
     if not appended:
         return
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             _APPEND_TO_MESSAGES_SQL,
             {"streaming": MessageStatus.STREAMING.value, "ids": list(appended), "texts": list(appended.values())},

@@ -37,10 +37,13 @@ def events_to_wire(events: list[Event]) -> list[dict]:
         "assistant_message__text",
     )
     replies = {row["id"]: row for row in rows}
-    return [
-        event_to_wire(_restored(event, replies[event.submission_id]) if _compacted(event) else event)
-        for event in events
-    ]
+    # A submission deleted since its events were read (its conversation deleted meanwhile) has no rows to read back
+    # from: its events go as stored, to a reader about to be told the conversation is gone.
+    wire = []
+    for event in events:
+        reply = replies.get(event.submission_id) if _compacted(event) else None
+        wire.append(event_to_wire(_restored(event, reply) if reply else event))
+    return wire
 
 
 def _compacted(event: Event) -> bool:

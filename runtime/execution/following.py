@@ -305,7 +305,8 @@ class Following:
             noted = (remote_turn, remote_turn.turn_id, progress) if progress else None
             run = group_commit.project(state.lease, outputs, progress=noted)
             state.cancel_seen = run.cancel_requested_at is not None
-            self.saved_turn_id = remote_turn.turn_id if noted else self.saved_turn_id
+            if noted:
+                self.saved_turn_id = remote_turn.turn_id
         else:
             with state.fence() as run:
                 state.cancel_seen = run.cancel_requested_at is not None

@@ -126,11 +126,9 @@ else:
     # Workers and commands keep one connection each; health checks drop ones the server closed.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The server binds every statement's parameters, and a statement run five times on a connection is prepared there
-# (its plan kept): planning a turn's short statements cost PostgreSQL more CPU than running them, about 0.4 ms
-# against 0.1 for a prepared one (bench/RESULTS.md). Raw SQL therefore types each parameter the server cannot infer.
-DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
-DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
+# The server binds every statement's parameters and keeps the plan of one run 5 times on a connection: planning a
+# turn's short statements cost PostgreSQL more than running them (0.4 ms against 0.1 prepared, bench/RESULTS.md).
+DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
 DATABASES["default"]["TEST"] = {"NAME": env("DJANGO_TEST_DATABASE", default=None)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -161,14 +161,17 @@ def test_live_deltas_after_the_first_are_projected_together_with_the_same_text_a
 
 def test_the_first_delta_of_a_turn_is_not_held_back_by_the_window(stack, user, rebyte_double):
     rebyte_double.configure(delta_delay_ms=600, delta_chunks=4)
-    stack.start_worker(env={"IMPO_DELTA_WINDOW_SECONDS": "30"})
+    stack.start_worker(env={"IMPO_DELTA_WINDOW_SECONDS": "3600"})
     text = "the first piece goes at once"
     [run] = settled(start_tasks(user, [text]))
 
-    # The three pieces after it were held by the window and projected together when the turn ended; the first went
-    # at once, on its own.
+    # The first piece went at once, on its own; the three after it were held by the window and projected together
+    # when the turn ended. Windows are aligned on the machine's clock (runtime/execution/coalescing.py), so the end of
+    # one can fall between them, once at most: a CI run with a 30 s window met one (about 6 % of runs).
     pieces = echo_chunks(text, 4)
-    assert [delta.payload["delta"] for delta in deltas_of(run)] == [pieces[0], "".join(pieces[1:])]
+    first, *later = [delta.payload["delta"] for delta in deltas_of(run)]
+    assert first == pieces[0]
+    assert "".join(later) == "".join(pieces[1:]) and 1 <= len(later) <= 2, later
 
 
 def test_an_owners_first_runs_at_once_create_one_remote_agent_and_wait_for_it(workers, user, rebyte_double):

@@ -19,7 +19,7 @@ the call's output, or `tool-output-denied` for a denial (the agent itself gets t
 """
 
 from core.error_codes import ErrorCode
-from runtime.models import EventType, RunState
+from runtime.models import RUN_END_EVENTS, EventType, RunState
 from runtime.services.projection import PART_BREAK
 
 STATUS_CHUNK = "data-instant-submission"
@@ -307,18 +307,13 @@ class UIMessageStream:
         return [*chunks, *([ending] if ending else []), self.status(status), {"type": "finish"}]
 
 
-_ENDS_RUN_STEP = frozenset(
-    {
-        EventType.TEXT_DELTA,
-        EventType.MESSAGE_COMPLETED,
-        EventType.RUN_PROGRESS,
-        EventType.TOOL_REQUESTED,
-        EventType.RUN_COMPLETED,
-        EventType.RUN_FAILED,
-        EventType.RUN_CANCELLED,
-        EventType.RUN_PENDING_RECONCILIATION,
-    }
-)
+_ENDS_RUN_STEP = RUN_END_EVENTS | {
+    EventType.TEXT_DELTA,
+    EventType.MESSAGE_COMPLETED,
+    EventType.RUN_PROGRESS,
+    EventType.TOOL_REQUESTED,
+    EventType.RUN_PENDING_RECONCILIATION,
+}
 
 
 _DENIAL_WORDS = {

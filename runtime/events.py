@@ -78,42 +78,53 @@ def sequence_allocation(condition: str, *, events: str, messages: str | None = N
     )
 
 
-# One statement allocates every conversation's seqs and inserts its events, in the order given per conversation.
-# A statement for several conversations locks their rows in no set order: only a process's group commit gives
-# several, for runs whose leases it holds (a conversation has one such run), and every other writer locks one
-# conversation, so no two transactions wait on each other's conversations.
-_WRITE_EVENTS_SQL = f"""
-WITH entry AS (
-    SELECT * FROM unnest(%(conversations)s::uuid[], %(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],
-                         %(traces)s::text[])
-        WITH ORDINALITY AS entry(conversation_id, type, submission_id, payload, trace_id, position)
-),
+def written_sql(entry: str) -> str:
+    """The CTEs that write events, for a statement of its own or one that makes them with another change (the claim
+    and its `run.started`): `entry` (the given query, of conversation_id, type, submission_id, payload, trace_id and
+    the position in its conversation's order), their count per conversation, the seqs' allocation, and `written`
+    (the insert, returning each event's conversation_id, seq, id and created_at).
+
+    A statement for several conversations locks their rows in no set order: only a process's group commit gives
+    several, for runs whose leases it holds (a conversation has one such run), and every other writer locks one
+    conversation, so no two transactions wait on each other's conversations.
+    """
+    allocation = sequence_allocation("c.id = counted.conversation_id", events="counted.count", source="counted")
+    return f"""
+entry AS ({entry}),
 counted AS (SELECT conversation_id, count(*) AS count FROM entry GROUP BY conversation_id),
-allocated AS ({sequence_allocation("c.id = counted.conversation_id", events="counted.count", source="counted")})
-INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)
-SELECT entry.conversation_id,
-       allocated.event_seq - counted.count
-           + row_number() OVER (PARTITION BY entry.conversation_id ORDER BY entry.position),
-       entry.type, entry.submission_id, entry.payload, entry.trace_id, clock_timestamp()
-FROM entry
-JOIN counted USING (conversation_id)
-JOIN allocated ON allocated.id = entry.conversation_id
-RETURNING conversation_id, seq, id, created_at
+allocated AS ({allocation}),
+written AS (
+    INSERT INTO runtime_event (conversation_id, seq, type, submission_id, payload, trace_id, created_at)
+    SELECT entry.conversation_id,
+           allocated.event_seq - counted.count
+               + row_number() OVER (PARTITION BY entry.conversation_id ORDER BY entry.position),
+           entry.type, entry.submission_id, entry.payload, entry.trace_id, clock_timestamp()
+    FROM entry
+    JOIN counted USING (conversation_id)
+    JOIN allocated ON allocated.id = entry.conversation_id
+    RETURNING conversation_id, seq, id, created_at
+)"""
+
+
+# One statement allocates every conversation's seqs and inserts its events, in the order given per conversation.
+_APPENDED = """
+SELECT * FROM unnest(%(conversations)s::uuid[], %(types)s::text[], %(submissions)s::uuid[], %(payloads)s::jsonb[],
+                     %(traces)s::text[])
+    WITH ORDINALITY AS entry(conversation_id, type, submission_id, payload, trace_id, position)
 """
+_WRITE_EVENTS_SQL = f"WITH {written_sql(_APPENDED)} SELECT conversation_id, seq, id, created_at FROM written"
 
 
 def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None:
     """[(conversation id, submission id, [(type, payload)])]: allocates the seqs and inserts the events in one
     statement, then pushes each conversation's events after commit, all in one channel-layer call."""
-    by_conversation: dict = {}
-    for conversation_id, submission_id, items in pending:
-        by_conversation.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
+    by_conversation = _by_conversation(pending)
     entries = [
         (conversation_id, submission_id, item)
         for conversation_id, conversation_entries in by_conversation.items()
         for submission_id, item in conversation_entries
     ]
-    traces = {submission_id: _trace_id(submission_id) for _, submission_id, _ in entries}
+    traces = {submission_id: trace_id(submission_id=submission_id) for _, submission_id, _ in entries}
     with connection.cursor() as cursor:
         cursor.execute(
             _WRITE_EVENTS_SQL,
@@ -126,11 +137,26 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
             },
         )
         rows = cursor.fetchall()
+    announce_written(pending, traces, rows)
+
+
+def _by_conversation(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> dict:
+    """{conversation id: [(submission id, (type, payload))] in the order appended}."""
+    by_conversation: dict = {}
+    for conversation_id, submission_id, items in pending:
+        by_conversation.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
+    return by_conversation
+
+
+def announce_written(pending: list[tuple[object, object, list[tuple[str, dict]]]], traces: dict, rows: list) -> None:
+    """After a statement wrote `pending` (as `_write` takes them; `traces`: {submission id: trace id}), given what its
+    `written` returned: pushes each conversation's events after commit, and rings the webhooks for a type they
+    deliver."""
     written: dict = {}
     for conversation_id, seq, event_id, created_at in rows:
         written.setdefault(str(conversation_id), []).append((seq, event_id, created_at))
     wire_events_of = {}
-    for conversation_id, conversation_entries in by_conversation.items():
+    for conversation_id, conversation_entries in _by_conversation(pending).items():
         # In seq order, which is the entries' order within their conversation.
         conversation_rows = sorted(written[conversation_id])
         events = [
@@ -150,12 +176,12 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
         ]
         wire_events_of[conversation_id] = [event_to_wire(event) for event in events]
     outbound.publish_events_together(wire_events_of)
-    if any(event_type in WEBHOOK_SOURCE_TYPES for _, _, (event_type, _) in entries):
+    if any(event_type in WEBHOOK_SOURCE_TYPES for _, _, items in pending for event_type, _ in items):
         outbound.ring_after_commit(outbound.WEBHOOKS_DOORBELL)
 
 
-def _trace_id(submission_id) -> str:
-    """The trace of the run the events belong to.
+def trace_id(**run) -> str:
+    """The trace of the run the events belong to (`run`: a filter naming it, `submission_id=` or `id=`).
 
     Inside a span it is the current trace: every span of a run continues the run's persisted context. Outside
     one (a cancel, a staff decision, the sweeper) it is read from the run.
@@ -163,7 +189,7 @@ def _trace_id(submission_id) -> str:
     if not telemetry.enabled():
         return ""
     current = telemetry.current_trace_id()
-    if current or submission_id is None:
+    if current or None in run.values():
         return current
-    traceparent = Run.objects.filter(submission_id=submission_id).values_list("traceparent", flat=True).first()
+    traceparent = Run.objects.filter(**run).values_list("traceparent", flat=True).first()
     return telemetry.trace_id_of(traceparent or "")

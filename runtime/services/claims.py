@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core.error_codes import ErrorCode, RunError
 from runtime import locks
-from runtime.events import append_events, batched
+from runtime.events import announce_written, batched, trace_id, written_sql
 from runtime.models import LEASED_RUN_STATES, UNFINISHED_RUN_STATES, EventType, Run, RunState
 from runtime.services import lifecycle, projection
 from runtime.services.lifecycle import FencedRun
@@ -102,21 +102,34 @@ def claim_run(run_id, worker_id: str) -> Lease | None:
         return claim(run_id, worker_id)
 
 
-# The lease taken on the candidate the claim rule selects (locked, skipping a run another worker holds).
-_LEASE_UPDATE = """
-UPDATE runtime_run run
-SET state = %s::varchar,
-    version = run.version + (run.state <> %s::varchar)::int,
-    attempts = run.attempts + 1,
-    lease_generation = run.lease_generation + 1,
-    lease_owner = %s::varchar,
-    lease_expires_at = now() + %s::interval,
-    not_before = NULL,
-    started_at = COALESCE(run.started_at, now()),
-    updated_at = now()
-FROM candidate
-WHERE run.id = candidate.id
-RETURNING candidate.conversation, run.submission_id, run.attempts, run.lease_generation
+# The lease taken on the candidate the claim rule selects (locked, skipping a run another worker holds), and its
+# `run.started` written with it: a claim is one statement.
+_STARTED = """
+SELECT conversation AS conversation_id, %s::text AS type, submission_id,
+       jsonb_build_object('submissionId', submission_id::text, 'attempt', attempts, 'status', %s::text) AS payload,
+       %s::text AS trace_id, 1::bigint AS position
+FROM leased
+"""
+_LEASE_UPDATE = f"""
+leased AS (
+    UPDATE runtime_run run
+    SET state = %s::varchar,
+        version = run.version + (run.state <> %s::varchar)::int,
+        attempts = run.attempts + 1,
+        lease_generation = run.lease_generation + 1,
+        lease_owner = %s::varchar,
+        lease_expires_at = now() + %s::interval,
+        not_before = NULL,
+        started_at = COALESCE(run.started_at, now()),
+        updated_at = now()
+    FROM candidate
+    WHERE run.id = candidate.id
+    RETURNING candidate.conversation, run.submission_id, run.attempts, run.lease_generation
+),
+{written_sql(_STARTED)}
+SELECT leased.conversation, leased.submission_id, leased.attempts, leased.lease_generation,
+       written.seq, written.id, written.created_at
+FROM leased CROSS JOIN written
 """
 
 
@@ -143,23 +156,24 @@ def _claim_sql(max_attempts: int) -> tuple[str, tuple]:
         .values("id", conversation=F("submission__conversation_id"))
     )
     candidate_sql, candidate_params = candidate.query.sql_with_params()
-    return f"WITH target AS (SELECT %s::uuid AS id), candidate AS ({candidate_sql}) {_LEASE_UPDATE}", candidate_params
+    return f"WITH target AS (SELECT %s::uuid AS id), candidate AS ({candidate_sql}), {_LEASE_UPDATE}", candidate_params
 
 
 def _claim_statement(run_id, worker_id: str) -> Lease | None:
     sql, candidate_params = _claim_sql(settings.IMPO_RUN_MAX_ATTEMPTS)
+    trace = trace_id(id=run_id)
+    leasing = [RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()]
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql, [run_id, *candidate_params, RunState.RUNNING, RunState.RUNNING, worker_id, _lease_duration()]
-        )
+        cursor.execute(sql, [run_id, *candidate_params, *leasing, EventType.RUN_STARTED, RunState.RUNNING, trace])
         row = cursor.fetchone()
     if row is None:
         return None
-    conversation_id, submission_id, attempt, generation = row
-    append_events(
-        conversation_id,
-        submission_id,
-        [(EventType.RUN_STARTED, {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING})],
+    conversation_id, submission_id, attempt, generation, *written = row
+    started = {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING}
+    announce_written(
+        [(conversation_id, submission_id, [(EventType.RUN_STARTED, started)])],
+        {submission_id: trace},
+        [(conversation_id, *written)],
     )
     # As a UUID whatever the caller passed (a Celery task carries it as a string): leases are keyed by it.
     return Lease(run_id=uuid.UUID(str(run_id)), generation=generation, worker_id=worker_id, attempt=attempt)

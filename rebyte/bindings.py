@@ -3,8 +3,6 @@ how much of that turn's reply was projected, written with the projections it cou
 """
 
 from django.db import connection
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -14,8 +12,8 @@ from runtime.models import Run
 
 def remote_turn_of(run: Run) -> RemoteTurn:
     """The run's binding, with its session, as `runtime.selectors.run_to_execute` read it; a run without one yet
-    gets one unsaved, inserted by its first write (`_save`), always a fenced one: the lock on the run that write
-    takes keeps a successor's claim, which would read or insert the binding, waiting until it commits."""
+    gets one unsaved, inserted by its first write (`_save`, `bind_session`), always a fenced one: the lock on the run
+    that write takes keeps a successor's claim, which would read or insert the binding, waiting until it commits."""
     try:
         return run.remote_turn
     except RemoteTurn.DoesNotExist:
@@ -49,20 +47,69 @@ def forget_remote_turn(run: Run) -> None:
     RemoteTurn.objects.filter(run=run).delete()
 
 
+# The binding's write and its session's message range in one statement: inserted with the run's first fenced write
+# (`remote_turn_of`), or updated when an earlier attempt's write made it.
+_SESSION_RANGE_SQL = """
+ranged AS (
+    UPDATE rebyte_remotesession
+    SET first_message_sequence = COALESCE(first_message_sequence, %(user_sequence)s),
+        last_message_sequence = %(reply_sequence)s
+    WHERE id = %(session)s
+)
+SELECT id FROM bound
+"""
+_BIND_INSERT_SQL = (
+    """
+WITH bound AS (
+    INSERT INTO rebyte_remoteturn (run_id, session_id, baseline_turn_ids, turn_id, projected, completed_items,
+                                   cancel_sent_at, pending_intent_id, created_at, updated_at)
+    VALUES (%(run)s, %(session)s, %(baseline)s, '', '{}'::jsonb, '[]'::jsonb, NULL, NULL, %(now)s, %(now)s)
+    RETURNING id
+),"""
+    + _SESSION_RANGE_SQL
+)
+_BIND_UPDATE_SQL = (
+    """
+WITH bound AS (
+    UPDATE rebyte_remoteturn
+    SET session_id = %(session)s, baseline_turn_ids = %(baseline)s, pending_intent_id = NULL, updated_at = %(now)s
+    WHERE id = %(id)s
+    RETURNING id
+),"""
+    + _SESSION_RANGE_SQL
+)
+
+
 def bind_session(
     remote_turn: RemoteTurn, session: RemoteSession, *, baseline_turn_ids: list[str], message_sequences: tuple[int, int]
 ) -> None:
     """The run's input goes to this session; `message_sequences` are its user message's and its reply's (the reply
     of a regeneration comes later than the message after it)."""
+    adding = remote_turn._state.adding
+    now = timezone.now()
+    user_sequence, reply_sequence = message_sequences
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _BIND_INSERT_SQL if adding else _BIND_UPDATE_SQL,
+            {
+                "run": remote_turn.run_id,
+                "id": remote_turn.pk,
+                "session": session.id,
+                "baseline": Jsonb(baseline_turn_ids),
+                "now": now,
+                "user_sequence": user_sequence,
+                "reply_sequence": reply_sequence,
+            },
+        )
+        (remote_turn.pk,) = cursor.fetchone()
     remote_turn.session = session
     remote_turn.baseline_turn_ids = baseline_turn_ids
     remote_turn.pending_intent = None
-    _save(remote_turn, ["session", "baseline_turn_ids", "pending_intent"])
-    user_sequence, reply_sequence = message_sequences
-    RemoteSession.objects.filter(id=session.id).update(
-        first_message_sequence=Coalesce(F("first_message_sequence"), Value(user_sequence)),
-        last_message_sequence=reply_sequence,
-    )
+    remote_turn.updated_at = now
+    if adding:
+        remote_turn.created_at = now
+        remote_turn._state.adding = False
+        remote_turn._state.db = connection.alias
 
 
 def note_projected(remote_turn: RemoteTurn, *, turn_id: str, progress: dict[str, tuple[int, bool]]) -> None:

@@ -230,10 +230,15 @@ class Following:
             retryable = failure.code in RETRYABLE_TURN_ERRORS
             error = RunError(failure.code, failure.message, retryable) if state == RunState.FAILED else None
 
+            # The run's only claim so far, whose stream projected no reasoning, knows there is none to keep.
+            reasoned = drive.lease.generation > 1 or self.summaries.said_any
+
             def finish(run: lifecycle.FencedRun, reply_text_left: str) -> None:
                 if state == RunState.COMPLETED:
                     sessions.record_completed_turn(session, items=items, now=timezone.now())
-                lifecycle.finish_in_transaction(run, state, error=error, reply_text_left=reply_text_left)
+                lifecycle.finish_in_transaction(
+                    run, state, error=error, reply_text_left=reply_text_left, reasoned=reasoned
+                )
 
             self._project_pending(then=finish)
             return True

@@ -50,6 +50,11 @@ class Summaries:
         self._read[step] = text
         return step, text, event.type.endswith(".done")
 
+    @property
+    def said_any(self) -> bool:
+        """Whether this stream's reasoning was projected at all."""
+        return bool(self._said)
+
     def unsaid(self, steps: dict[str, tuple[str, bool]]) -> list[projection.Progress]:
         """What the steps say that was not projected yet, counted as said (a failed projection loses the run's
         lease: nobody projects for it again)."""

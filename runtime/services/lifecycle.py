@@ -12,8 +12,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, TextField, Value
-from django.db.models.functions import Concat
 from django.utils import timezone
 
 from core.error_codes import ErrorCode, RunError
@@ -22,13 +20,13 @@ from runtime.models import (
     Event,
     EventType,
     Message,
-    MessageStatus,
     Notification,
     NotificationKind,
     Run,
     RunState,
     StaffRunActionOutcome,
 )
+from runtime.services import ending
 from runtime.services.projection import project_events
 from runtime.services.reasoning_kept import kept_reasoning
 from tools import approvals as tool_approvals
@@ -137,11 +135,17 @@ def requeue_if_answered(run: Run) -> None:
 
 
 def finish_in_transaction(
-    run: "Run | FencedRun", state: str, *, error: RunError | None = None, reply_text_left: str = ""
+    run: "Run | FencedRun",
+    state: str,
+    *,
+    error: RunError | None = None,
+    reply_text_left: str = "",
+    reasoned: bool = True,
 ) -> None:
     """Ends the run inside its fenced transaction (with whatever else that transaction records); `reply_text_left`:
-    the reply's last text, projected with the end (`projection.project_ending_output`), appended to its message."""
-    finish(locked_run(run), state, now=timezone.now(), error=error, reply_text_left=reply_text_left)
+    the reply's last text, projected with the end (`projection.project_ending_output`), appended to its message;
+    `reasoned`: False when the caller knows no reasoning was projected for the run, which then has none to read."""
+    finish(locked_run(run), state, now=timezone.now(), error=error, reply_text_left=reply_text_left, reasoned=reasoned)
 
 
 def await_reconciliation(run: "Run | FencedRun", *, reason: str, needs_staff: bool = False) -> None:
@@ -228,16 +232,6 @@ _FINAL_EVENT = {
     RunState.FAILED: EventType.RUN_FAILED,
     RunState.CANCELLED: EventType.RUN_CANCELLED,
 }
-_FINAL_NOTIFICATION = {
-    RunState.COMPLETED: NotificationKind.COMPLETED,
-    RunState.FAILED: NotificationKind.FAILED,
-    RunState.CANCELLED: NotificationKind.CANCELLED,
-}
-_FINAL_MESSAGE_STATUS = {
-    RunState.COMPLETED: MessageStatus.COMPLETED,
-    RunState.FAILED: MessageStatus.FAILED,
-    RunState.CANCELLED: MessageStatus.CANCELLED,
-}
 
 
 def _record_error(run: Run, error: RunError | None) -> None:
@@ -248,37 +242,33 @@ def _record_error(run: Run, error: RunError | None) -> None:
     )
 
 
-def finish(run: Run, state: str, *, now, error: RunError | None = None, reply_text_left: str = "") -> None:
+def finish(
+    run: Run, state: str, *, now, error: RunError | None = None, reply_text_left: str = "", reasoned: bool = True
+) -> None:
     """Moves a locked run to a terminal state with its event, and wakes its conversation's next run."""
     run.transition_to(state)
     run.finished_at = now
     run.lease_owner = ""
     run.lease_expires_at = None
     _record_error(run, error)
-    reasoning = kept_reasoning(run)
-    appended = {"text": Concat(F("text"), Value(reply_text_left), output_field=TextField())} if reply_text_left else {}
-    Message.objects.filter(id=run.submission.assistant_message_id).update(
-        status=_FINAL_MESSAGE_STATUS[state],
-        reasoning=reasoning["text"] if reasoning else "",
-        reasoning_seconds=reasoning["seconds"] if reasoning else None,
-        updated_at=now,
-        **appended,
+    reasoning = kept_reasoning(run) if reasoned else None
+    reply_id = run.submission.assistant_message_id
+    notify = state != RunState.CANCELLED or not run.cancel_requested_by_owner
+    following = ending.write_run_end(
+        run, state, now=now, reasoning=reasoning, reply_text_left=reply_text_left, notify=notify
     )
-    payload = {
-        "submissionId": str(run.submission_id),
-        "status": state,
-        "messageId": str(run.submission.assistant_message_id),
-    }
+    payload = {"submissionId": str(run.submission_id), "status": state, "messageId": str(reply_id)}
     if error:
         payload["error"] = error.as_payload()
     if reasoning:
         payload["reasoning"] = reasoning
     project_events(run, [(_FINAL_EVENT[state], payload)])
-    if state != RunState.CANCELLED or not run.cancel_requested_by_owner:
-        notify_owner(run, _FINAL_NOTIFICATION[state])
+    if notify:
+        outbound.ring_after_commit(outbound.PUSH_DOORBELL)
     if state == RunState.FAILED:
         _warn_once_committed(run.id, "failed", run.error_code or "unknown")
-    _wake_following(run)
+    if following is not None:
+        outbound.wake_run(following)
 
 
 def _warn_once_committed(run_id, what: str, code: str) -> None:

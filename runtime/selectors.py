@@ -174,6 +174,12 @@ def task_to_wire(task: Task) -> dict:
     }
 
 
+def live_main_chats(owner):
+    """The owner's live Main Chat (one at most): a cleared one stays as a tombstone, the owner's live one is the one
+    not deleted (a new one after a clear)."""
+    return Conversation.objects.filter(owner=owner, kind=ConversationKind.MAIN_CHAT, deleted_at=None)
+
+
 # Conversations are searched word by word, each word also as a prefix ("plan" finds "plants"), in the
 # language-neutral `simple` configuration: titles and messages are in whatever language their owner writes.
 # The vectors are the expressions the GIN indexes of migration 0010 are built on, so the index serves the match.

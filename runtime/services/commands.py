@@ -15,7 +15,7 @@ from attachments.models import Attachment
 from core import telemetry
 from core.error_codes import ErrorCode
 from core.errors import Conflict, NotFound, RateLimited, ServiceUnavailable
-from runtime import limits, locks, outbound
+from runtime import limits, locks, outbound, selectors
 from runtime.models import (
     UNFINISHED_RUN_STATES,
     Conversation,
@@ -67,13 +67,16 @@ POLICY_ADMISSION_ATTEMPTS = 3
 
 
 def ensure_main_conversation(owner) -> Conversation:
-    return _main_chat(owner)[0]
+    return selectors.live_main_chats(owner).first() or _main_chat(owner)[0]
 
 
 def _main_chat(owner) -> tuple[Conversation, bool]:
-    """The owner's live Main Chat, and whether it was created now."""
-    # A cleared Main Chat stays as a tombstone: the owner's live one is the one not deleted (a new one after a clear).
-    return Conversation.objects.get_or_create(owner=owner, kind=ConversationKind.MAIN_CHAT, deleted_at=None)
+    """The owner's live Main Chat, and whether it was created now (an insert the one-live-Main-Chat constraint makes a
+    no-op when one lives, waiting on a concurrent first message's; then a read): get_or_create's savepoint took four."""
+    made = Conversation(owner=owner, kind=ConversationKind.MAIN_CHAT)
+    Conversation.objects.bulk_create([made], ignore_conflicts=True)
+    live = selectors.live_main_chats(owner).get()
+    return live, live.id == made.id
 
 
 def submit_main_chat_message(*, owner, command: MessageCommand, admission: limits.Admission | None = None) -> Receipt:

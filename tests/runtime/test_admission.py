@@ -2,7 +2,7 @@ import uuid
 
 import pytest
 
-from runtime.models import Event, EventType, Message, Run, RunState, Submission
+from runtime.models import Conversation, Event, EventType, Message, Run, RunState, Submission
 from tests.client import send_message
 from tests.concurrency import all_at_once
 
@@ -118,5 +118,7 @@ def test_concurrent_posts_to_one_conversation_keep_event_seqs_gapless(user):
     )
 
     assert statuses == [202] * senders
+    # The owner's first messages: one of them created the Main Chat, and the others were admitted into it.
+    assert Conversation.objects.filter(owner=user).count() == 1
     assert sorted(Event.objects.values_list("seq", flat=True)) == list(range(1, senders + 1))
     assert sorted(Message.objects.values_list("sequence", flat=True)) == list(range(1, 2 * senders + 1))

@@ -25,13 +25,16 @@ from runtime.models import Run, RunState
 from runtime.services.admission import MessageCommand
 from runtime.services.commands import submit_main_chat_message
 
-# Measured after issue 48's reductions (bench/RESULTS.md "Statements of a turn"), with the owner's instructions read
-# with the claimed run and under their lock at the turn's start, and the run's end writing the reply's message once
-# and its binding only for a turn id not yet written: a change that adds a statement or a transaction to a turn
-# fails here, and the message lists the turn's statements. The windows of the reply the group commit writes on its
-# own (their number depends on how the deltas arrive) are bounded apart, per window.
-FIRST_MESSAGE = {"statements": 39, "transactions": 8}
-LATER_MESSAGE = {"statements": 19, "transactions": 4}
+# Measured after issue 48's reductions (bench/RESULTS.md "Statements of a turn"): the owner's instructions read with
+# the claimed run and under their lock at the turn's start; the claim writing its `run.started` in its statement; the
+# binding and its session's message range in one; the run's end settling the reply's message, writing the owner's
+# notification and naming the next run in one, its binding written only for a turn id not yet written and its
+# reasoning read only when some may have been projected; a first message's Main Chat inserted without a savepoint. A
+# change that adds a statement or a transaction to a turn fails here, and the message lists the turn's statements.
+# The windows of the reply the group commit writes on its own (their number depends on how the deltas arrive) are
+# bounded apart, per window.
+FIRST_MESSAGE = {"statements": 32, "transactions": 8}
+LATER_MESSAGE = {"statements": 14, "transactions": 4}
 STATEMENTS_PER_WINDOW = 4
 # At most one window per piece of the reply (two here); usually one, the second piece going with the turn's end.
 WINDOWS = 2

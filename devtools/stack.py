@@ -196,6 +196,9 @@ class RebyteDouble(ServiceProcess):
     def fault(self, op: str, mode: str, **options) -> None:
         self.admin.post("/_double/faults", json={"op": op, "mode": mode, **options}).raise_for_status()
 
+    def end_faults(self) -> None:
+        self.admin.delete("/_double/faults").raise_for_status()
+
     def configure(self, **knobs) -> None:
         self.admin.post("/_double/config", json=knobs).raise_for_status()
 

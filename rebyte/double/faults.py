@@ -1,4 +1,5 @@
-"""The faults a test arms through `POST /_double/faults`: which operations they hit, how, and for how long."""
+"""The faults a test arms through `POST /_double/faults` (and ends through `DELETE /_double/faults`): which operations
+they hit, how, and for how long."""
 
 from __future__ import annotations
 
@@ -59,6 +60,13 @@ class Faults:
 
     def clear(self) -> None:
         self._armed = []
+
+    def disarm(self) -> int:
+        """Ends every armed fault now: an outage a test ends when it has seen what the outage shows, not on a clock
+        that a loaded machine can outrun."""
+        with self._lock:
+            disarmed, self._armed = len(self._armed), []
+        return disarmed
 
     def arm(self, body: dict[str, Any]) -> Fault:
         op, mode = body.get("op"), body.get("mode")

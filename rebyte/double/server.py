@@ -318,6 +318,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
         elif (method, path) == ("POST", "/_double/faults"):
             self._send_json(201, dataclasses.asdict(store.faults.arm(body)))
+        elif (method, path) == ("DELETE", "/_double/faults"):
+            self._send_json(200, {"disarmed": store.faults.disarm()})
         elif (method, path) == ("POST", "/_double/config"):
             self._send_json(200, dataclasses.asdict(store.configure(body)))
         else:

@@ -246,3 +246,15 @@ def test_faults_are_injected_per_operation(sdk, double):
     double.fault("list_turns", "delay", delay_ms=300)
     assert len(turns_of(sdk, session.id)) == 1  # answered late, not refused
     assert [(f["op"], f["mode"], f["hits"]) for f in double.state()["faults"]] == [("list_turns", "delay", 1)]
+
+
+def test_an_outage_lasts_until_a_test_ends_it(sdk, double):
+    session = new_session(sdk)
+    double.fault("*", "http_error", status=503, seconds=600)
+    for _ in range(2):  # a timed fault is not spent by the requests it refuses
+        with pytest.raises(openai.InternalServerError):
+            sdk.beta.agents.sessions.retrieve(session.id)
+
+    double.end_faults()
+    assert double.state()["faults"] == []
+    assert sdk.beta.agents.sessions.retrieve(session.id).id == session.id

@@ -22,15 +22,16 @@ def payloads(submission_id, kind) -> list[dict]:
 
 def test_a_provider_outage_is_said_as_reconnecting_until_the_provider_answers(workers, api, rebyte_double):
     completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
-    rebyte_double.fault("*", "http_error", status=503, seconds=4)
+    rebyte_double.fault("*", "http_error", status=503, seconds=600)  # ended below, once the history has said it
 
     submission_id = post_message(api, "during the outage", client_message_id="m-2")["submissionId"]
 
     wait_until(
         lambda: [s["reconnecting"] for s in history(api)["activeSubmissions"]] == [True],
-        timeout=30,
+        timeout=60,
         what="the history to say the reply reconnects",
     )
+    rebyte_double.end_faults()
     run = completed(submission_id)
     assert run.submission.assistant_message.text == "Echo: during the outage"
     said = [payload["reconnecting"] for payload in payloads(submission_id, EventType.RUN_RECONNECTING)]

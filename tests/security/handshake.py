@@ -72,7 +72,7 @@ def session_cookie(base_url: str, user) -> str:
     """Logs `user` in through the web login form, as a browser would; returns its Cookie header."""
     user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")  # what the server's settings verify
     user.save()
-    with httpx.Client(base_url=base_url, timeout=10) as client:
+    with httpx.Client(base_url=base_url, timeout=60) as client:  # a loaded machine's shared web server is slow
         client.get("/login/")
         response = client.post(
             "/login/",

@@ -19,7 +19,7 @@ def test_a_reply_during_a_provider_outage_says_it_reconnects_keeps_stop_and_comp
     page = sized_page
     log_in(page, user)
     send_and_wait(page, "warm up")
-    rebyte_double.fault("*", "http_error", status=503, seconds=6)
+    rebyte_double.fault("*", "http_error", status=503, seconds=600)  # ended below, once the page has said it
 
     send(page, "during the outage")
     reply = last_assistant(page)
@@ -30,6 +30,7 @@ def test_a_reply_during_a_provider_outage_says_it_reconnects_keeps_stop_and_comp
     page.reload()  # the history says the same
     expect(last_assistant(page).locator(".status-reconnecting")).to_have_text(RECONNECTING)
 
+    rebyte_double.end_faults()
     expect(last_assistant(page).locator(".status-completed")).to_be_attached(timeout=90_000)
     expect(last_assistant(page).locator(".text")).to_have_text("Echo: during the outage")
     expect(last_assistant(page).locator(".status-reconnecting")).to_have_count(0)
@@ -75,7 +76,7 @@ def test_a_doubt_impo_settles_on_its_own_says_it_reconnects_and_keeps_stop(
     log_in(page, user)
     send_and_wait(page, "first question")
     rebyte_double.fault("create_session", "drop_response")  # the session is created; its answer is lost
-    rebyte_double.fault("list_sessions", "http_error", status=503, seconds=15)  # and nothing can tell for a while
+    rebyte_double.fault("list_sessions", "http_error", status=503, seconds=600)  # and nothing can tell, until ended
 
     send(page, "the doubtful one")
     reply = last_assistant(page)
@@ -84,5 +85,6 @@ def test_a_doubt_impo_settles_on_its_own_says_it_reconnects_and_keeps_stop(
     expect(reply).not_to_contain_text("a person will check")
     expect(reply.locator(".run-error")).to_have_count(0)
 
+    rebyte_double.end_faults()
     expect(reply.locator(".status-completed")).to_be_attached(timeout=120_000)
     expect(reply.locator(".text")).to_have_text("Echo: the doubtful one")

@@ -137,7 +137,7 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
             },
         )
         rows = cursor.fetchall()
-    announce_written(pending, traces, rows)
+    announce_written(by_conversation, traces, rows)
 
 
 def _by_conversation(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> dict:
@@ -148,15 +148,15 @@ def _by_conversation(pending: list[tuple[object, object, list[tuple[str, dict]]]
     return by_conversation
 
 
-def announce_written(pending: list[tuple[object, object, list[tuple[str, dict]]]], traces: dict, rows: list) -> None:
-    """After a statement wrote `pending` (as `_write` takes them; `traces`: {submission id: trace id}), given what its
-    `written` returned: pushes each conversation's events after commit, and rings the webhooks for a type they
-    deliver."""
+def announce_written(by_conversation: dict, traces: dict, rows: list) -> None:
+    """After a statement wrote `by_conversation` ({str(conversation id): [(submission id, (type, payload))]}, in the
+    order written; `traces`: {submission id: trace id}), given what its `written` returned: pushes each
+    conversation's events after commit, and rings the webhooks for a type they deliver."""
     written: dict = {}
     for conversation_id, seq, event_id, created_at in rows:
         written.setdefault(str(conversation_id), []).append((seq, event_id, created_at))
     wire_events_of = {}
-    for conversation_id, conversation_entries in _by_conversation(pending).items():
+    for conversation_id, conversation_entries in by_conversation.items():
         # In seq order, which is the entries' order within their conversation.
         conversation_rows = sorted(written[conversation_id])
         events = [
@@ -176,7 +176,11 @@ def announce_written(pending: list[tuple[object, object, list[tuple[str, dict]]]
         ]
         wire_events_of[conversation_id] = [event_to_wire(event) for event in events]
     outbound.publish_events_together(wire_events_of)
-    if any(event_type in WEBHOOK_SOURCE_TYPES for _, _, items in pending for event_type, _ in items):
+    if any(
+        event_type in WEBHOOK_SOURCE_TYPES
+        for conversation_entries in by_conversation.values()
+        for _, (event_type, _) in conversation_entries
+    ):
         outbound.ring_after_commit(outbound.WEBHOOKS_DOORBELL)
 
 

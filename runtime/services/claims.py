@@ -171,7 +171,7 @@ def _claim_statement(run_id, worker_id: str) -> Lease | None:
     conversation_id, submission_id, attempt, generation, *written = row
     started = {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING}
     announce_written(
-        [(conversation_id, submission_id, [(EventType.RUN_STARTED, started)])],
+        {str(conversation_id): [(submission_id, (EventType.RUN_STARTED, started))]},
         {submission_id: trace},
         [(conversation_id, *written)],
     )

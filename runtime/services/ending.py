@@ -3,9 +3,11 @@ owner's notification is written, and the conversation's next queued run is named
 each statement saved here is saved on every turn (docs/design.md §5).
 """
 
+import functools
 import uuid
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from runtime.models import MessageStatus, NotificationKind, Run, RunState
 
@@ -20,53 +22,64 @@ _MESSAGE_STATUS = {
     RunState.CANCELLED: MessageStatus.CANCELLED,
 }
 
+
+def queued_after(conversation_id, run_id):
+    """The ids of the conversation's queued runs other than `run_id`, the next to start first: a conversation's runs
+    start in the order of their messages."""
+    return (
+        Run.objects.filter(submission__conversation_id=conversation_id, state=RunState.QUEUED)
+        .exclude(id=run_id)
+        .order_by("submission__user_message__sequence")
+        .values_list("id", flat=True)
+    )
+
+
 # The reply's last text is appended; a text left as it was keeps its stored value, not a copy. The notification is
 # written at most once per run and kind, as `lifecycle.notify_owner` writes it.
-_ENDED_SQL = """
-WITH reply AS (
+_ENDED = """
+WITH ending AS (SELECT %s::uuid AS run, %s::uuid AS conversation),
+reply AS (
     UPDATE runtime_message
-    SET status = %(status)s::varchar, reasoning = %(reasoning)s::text, reasoning_seconds = %(seconds)s::integer,
-        updated_at = %(now)s::timestamptz,
-        text = CASE WHEN %(text_left)s::text = '' THEN text ELSE text || %(text_left)s::text END
-    WHERE id = %(message)s::uuid
+    SET status = %s::varchar, reasoning = %s::text, reasoning_seconds = %s::integer, updated_at = %s::timestamptz,
+        text = CASE WHEN %s::text = '' THEN text ELSE text || %s::text END
+    WHERE id = %s::uuid
 ),
 notified AS (
     INSERT INTO runtime_notification (id, run_id, kind, created_at, dispatched_at)
-    SELECT %(notification)s::uuid, %(run)s::uuid, %(kind)s::varchar, %(now)s::timestamptz, NULL
-    WHERE %(notify)s::boolean
+    SELECT %s::uuid, ending.run, %s::varchar, %s::timestamptz, NULL FROM ending
+    WHERE %s::boolean
     ON CONFLICT DO NOTHING
 )
-SELECT run.id
-FROM runtime_run run
-JOIN runtime_submission submission ON submission.id = run.submission_id
-JOIN runtime_message message ON message.id = submission.user_message_id
-WHERE submission.conversation_id = %(conversation)s::uuid AND run.state = %(queued)s::varchar
-    AND run.id <> %(run)s::uuid
-ORDER BY message.sequence
-LIMIT 1
 """
+
+
+@functools.cache
+def _ended_sql() -> tuple[str, tuple]:
+    """The end's SQL and its following rule's fixed parameters, compiled once per process (compiling the ORM query
+    costs more than running it). The run and its conversation are parameters of `ending`, so the rule names neither."""
+    ending_conversation, ending_run = (
+        RawSQL("(SELECT conversation FROM ending)", ()),
+        RawSQL("(SELECT run FROM ending)", ()),
+    )
+    following_sql, following_params = queued_after(ending_conversation, ending_run)[:1].query.sql_with_params()
+    return _ENDED + following_sql, following_params
 
 
 def write_run_end(run: Run, state: str, *, now, reasoning: dict | None, reply_text_left: str, notify: bool):
     """Inside the transaction that ends the locked `run` in `state`; `reasoning` as `kept_reasoning` gives it,
     `notify`: whether its owner is told. Returns the id of the conversation's next queued run, or None."""
+    sql, following_params = _ended_sql()
+    message = [
+        _MESSAGE_STATUS[state],
+        reasoning["text"] if reasoning else "",
+        reasoning["seconds"] if reasoning else None,
+        now,
+        reply_text_left,
+        reply_text_left,
+        run.submission.assistant_message_id,
+    ]
+    notification = [uuid.uuid4(), _NOTIFICATION[state], now, notify]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _ENDED_SQL,
-            {
-                "status": _MESSAGE_STATUS[state],
-                "reasoning": reasoning["text"] if reasoning else "",
-                "seconds": reasoning["seconds"] if reasoning else None,
-                "now": now,
-                "text_left": reply_text_left,
-                "message": run.submission.assistant_message_id,
-                "notification": uuid.uuid4(),
-                "run": run.id,
-                "kind": _NOTIFICATION[state],
-                "notify": notify,
-                "conversation": run.submission.conversation_id,
-                "queued": RunState.QUEUED,
-            },
-        )
+        cursor.execute(sql, [run.id, run.submission.conversation_id, *message, *notification, *following_params])
         following = cursor.fetchone()
     return following[0] if following else None

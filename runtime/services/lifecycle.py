@@ -279,13 +279,7 @@ def _warn_once_committed(run_id, what: str, code: str) -> None:
 
 def _wake_following(run: Run) -> None:
     """The run no longer holds its conversation: the next queued run of it may start."""
-    following = (
-        Run.objects.filter(submission__conversation_id=run.submission.conversation_id, state=RunState.QUEUED)
-        .exclude(id=run.id)
-        .order_by("submission__user_message__sequence")
-        .values_list("id", flat=True)
-        .first()
-    )
+    following = ending.queued_after(run.submission.conversation_id, run.id).first()
     if following is not None:
         outbound.wake_run(following)
 

@@ -65,7 +65,8 @@ class Faults:
         """Ends every armed fault now: an outage a test ends when it has seen what the outage shows, not on a clock
         that a loaded machine can outrun."""
         with self._lock:
-            disarmed, self._armed = len(self._armed), []
+            disarmed = len(self._armed)
+            self.clear()
         return disarmed
 
     def arm(self, body: dict[str, Any]) -> Fault:

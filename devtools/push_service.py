@@ -108,6 +108,7 @@ class PushService:
         self.vapid_public_key = vapid_public_key
         self.browsers: dict[str, Browser] = {}
         self.script: list = []  # what to answer to the next pushes, in order; then 201
+        self.script_for: dict[str, list] = {}  # the same for one browser's pushes, answered before `script`
         self.accepted: list[Accepted] = []
         self.refused: list[str] = []  # why each refused push was refused (a broken token, an unreadable body)
         self.attempts = 0
@@ -127,6 +128,11 @@ class PushService:
         """Each an HTTP status, (status, Retry-After seconds), or HANG, for the next pushes in order."""
         with self._lock:
             self.script.extend(responses)
+
+    def answer_for(self, browser: Browser, *responses) -> None:
+        """As `answer`, for the next pushes to this browser only."""
+        with self._lock:
+            self.script_for.setdefault(browser.token, []).extend(responses)
 
     def notifications(self, browser: Browser | None = None) -> list[dict]:
         """The messages a browser would show: what was accepted, a later one with a topic replacing the earlier."""
@@ -160,9 +166,10 @@ class PushService:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                own = service.script_for.get(self.path.rsplit("/", 1)[-1])
                 with service._lock:
                     service.attempts += 1
-                    response = service.script.pop(0) if service.script else 201
+                    response = own.pop(0) if own else service.script.pop(0) if service.script else 201
                 if response == HANG:
                     service._release.wait(300)
                     self.close_connection = True

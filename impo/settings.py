@@ -389,7 +389,7 @@ IMPO_VAPID_SUBJECT = env("IMPO_VAPID_SUBJECT", default="mailto:operator@impo.inv
 # How long a push service keeps a message for a device that is offline (the `TTL` header).
 IMPO_PUSH_TTL_SECONDS = env.int("IMPO_PUSH_TTL_SECONDS", default=24 * 3600)
 IMPO_PUSH_SUBSCRIPTIONS_PER_USER = env.int("IMPO_PUSH_SUBSCRIPTIONS_PER_USER", default=20)
-# Pushes sent at once by the push loop (each holds a database connection while it claims and records).
+# Pushes sent at once by the push loop, a thread each (the loop's pass claims and records them in batches).
 IMPO_PUSH_SENDERS = env.int("IMPO_PUSH_SENDERS", default=4)
 # `/metrics` (docs/operations.md "Traces and metrics"): a bearer token for the scraper (staff may always read it),
 # and the window over which claim latency is summarised.

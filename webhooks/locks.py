@@ -114,13 +114,14 @@ def lock_subscriptions_of(owner_ids) -> list[PushSubscription]:
     return list(PushSubscription.objects.select_for_update(no_key=True).filter(owner_id__in=owner_ids))
 
 
-def lock_due_push_delivery(delivery_id, *, now) -> PushDelivery | None:
-    """The push delivery with its subscription (not locked) if pending, due and no other sender holds it."""
-    return (
+def lock_due_push_deliveries(limit: int, *, now) -> list[PushDelivery]:
+    """Up to `limit` push deliveries pending and due that no other sender holds, the longest due first, with their
+    subscriptions (not locked)."""
+    return list(
         PushDelivery.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("subscription")
-        .filter(id=delivery_id, status=PushStatus.PENDING, next_attempt_at__lte=now)
-        .first()
+        .filter(status=PushStatus.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")[:limit]
     )
 
 
@@ -132,3 +133,15 @@ def lock_push_delivery_of_attempt(delivery_id, *, attempt: int) -> PushDelivery 
         .filter(id=delivery_id, status=PushStatus.PENDING, attempts=attempt)
         .first()
     )
+
+
+def lock_push_deliveries_of_attempts(numbers: dict) -> set:
+    """Of the push deliveries {id: attempt number} whose attempts were accepted, the ids still pending under that
+    attempt (a later attempt or a removal overtakes one), locked in id order."""
+    held = (
+        PushDelivery.objects.select_for_update(of=("self",))
+        .filter(id__in=list(numbers), status=PushStatus.PENDING)
+        .order_by("id")
+        .values_list("id", "attempts")
+    )
+    return {delivery_id for delivery_id, attempts in held if numbers[delivery_id] == attempts}

@@ -1,4 +1,5 @@
-"""One Web Push attempt: claim it, encrypt and sign it, send it to the checked address, record the answer.
+"""One Web Push attempt, claimed by the sender's pass (`push_loop`): encrypt and sign it, send it to the checked
+address, and say what the push service answered, for the pass to record.
 
 The message is encrypted to the browser's keys (RFC 8291, `aes128gcm`, through `pywebpush`/`http_ece`) and signed
 with the server's VAPID key (RFC 8292, `py_vapid`); those libraries only build the body and headers. The request
@@ -22,7 +23,6 @@ from django.conf import settings
 from py_vapid import Vapid02
 from pywebpush import WebPusher
 
-from core.database import release_connection
 from webhooks import push_services, targets
 from webhooks.clients import HostClients, post_status
 from webhooks.delivery import CONNECTION_FAILED, TARGET_FORBIDDEN, TIMED_OUT
@@ -114,14 +114,10 @@ def new_clients() -> HostClients:
     return HostClients(verify=_tls())
 
 
-def send(delivery_id, clients: HostClients) -> str | None:
-    """Makes one attempt if the delivery is due; returns its status afterwards (None when nothing was sent, or the
-    subscription was removed because the push service said it is gone)."""
-    attempt = push_services.claim_attempt(delivery_id)
-    if attempt is None:
-        return None
+def send(attempt: push_services.PushAttempt, clients: HostClients) -> push_services.PushOutcome:
+    """Makes one claimed attempt; returns what the push service answered, for the pass to record."""
+    outcome = functools.partial(push_services.PushOutcome, attempt)
     attempt = push_services.with_decision_actions(attempt)
-    release_connection()  # a slow push service must not hold a pooled connection
     try:
         target = targets.resolve_target(attempt.endpoint)
         body, headers = _request_parts(attempt, target.url)
@@ -130,22 +126,23 @@ def send(delivery_id, clients: HostClients) -> str | None:
         code = response.status_code
         if code in (404, 410):
             logger.info("push %s: the subscription is gone (HTTP %d); removing it", attempt.delivery_id, code)
-        error = "" if 200 <= code < 300 else f"HTTP {code}"
         # 400 (the message is malformed) and 413 (too large) will not change by sending it again.
-        permanent = code in (400, 413)
-        return push_services.record_outcome(
-            attempt, response_code=code, error=error, retry_after=_retry_after(response), permanent=permanent
+        return outcome(
+            code,
+            error="" if 200 <= code < 300 else f"HTTP {code}",
+            retry_after=_retry_after(response),
+            permanent=code in (400, 413),
         )
     except targets.TargetForbidden:
         logger.warning("push %s: target forbidden", attempt.delivery_id)
-        return push_services.record_outcome(attempt, response_code=None, error=TARGET_FORBIDDEN, permanent=True)
+        return outcome(None, error=TARGET_FORBIDDEN, permanent=True)
     except PushNotConfigured:
         logger.warning("push %s: no VAPID key is set; trying again later", attempt.delivery_id)
-        return push_services.record_outcome(attempt, response_code=None, error="push is not configured")
+        return outcome(None, error="push is not configured")
     except httpx.TimeoutException:
         logger.info("push %s attempt %d timed out", attempt.delivery_id, attempt.number)
-        return push_services.record_outcome(attempt, response_code=None, error=TIMED_OUT)
+        return outcome(None, error=TIMED_OUT)
     except (httpx.HTTPError, OSError, UnicodeError):
         # The exception's text may name the endpoint's host: not logged.
         logger.info("push %s attempt %d: connection failed", attempt.delivery_id, attempt.number)
-        return push_services.record_outcome(attempt, response_code=None, error=CONNECTION_FAILED)
+        return outcome(None, error=CONNECTION_FAILED)

@@ -41,17 +41,19 @@ def one_pass(executor: ThreadPoolExecutor, clients: HostClients) -> tuple[int, i
         dispatched += batch
         if batch < push_services.DISPATCH_BATCH:
             break
-    due = push_services.due_deliveries()
-    list(executor.map(lambda delivery_id: _send(delivery_id, clients), due))
-    return dispatched, len(due)
+    attempts = push_services.claim_attempts()
+    outcomes = [outcome for outcome in executor.map(lambda attempt: _send(attempt, clients), attempts) if outcome]
+    push_services.record_outcomes(outcomes)
+    return dispatched, len(attempts)
 
 
-def _send(delivery_id, clients: HostClients) -> None:
+def _send(attempt: push_services.PushAttempt, clients: HostClients) -> push_services.PushOutcome | None:
     try:
-        push.send(delivery_id, clients)
+        return push.send(attempt, clients)
     except Exception:
-        logger.exception("push %s: the attempt failed; it is due again after its claim's deadline", delivery_id)
+        logger.exception("push %s: the attempt failed; it is due again after its claim's deadline", attempt.delivery_id)
         connection.close()
+        return None
 
 
 def run_forever(interval: float, stop: threading.Event) -> None:

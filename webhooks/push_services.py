@@ -1,19 +1,22 @@
 """Write paths of Web Push (docs/design.md §10): subscriptions, preferences, runtime's notifications made into
 deliveries, and the attempts of each.
 
-Like webhook deliveries, a push is claimed in one durable transaction, sent outside any (`push.py`), and its outcome
-written in another, conditional on the attempt number. A delivery the push service accepted is `sent` and never
+Like webhook deliveries, a push is claimed in a durable transaction, sent outside any (`push.py`), and its outcome
+written in another, conditional on the attempt number; a pass of the sender claims every push it sends in one
+transaction, and records the accepted ones in one more. A delivery the push service accepted is `sent` and never
 claimed again; one whose sender died between claim and answer is due again once the claim's deadline passes, and
 its repeat carries the same `Topic`, so the push service keeps one copy.
 """
 
 import hmac
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from core.error_codes import ErrorCode
@@ -156,40 +159,52 @@ class PushAttempt:
     payload: dict
 
 
-def due_deliveries(limit: int = SEND_BATCH) -> list[uuid.UUID]:
-    return list(
-        PushDelivery.objects.filter(status=PushStatus.PENDING, next_attempt_at__lte=timezone.now())
-        .order_by("next_attempt_at")
-        .values_list("id", flat=True)[:limit]
-    )
+@dataclass(frozen=True)
+class PushOutcome:
+    """What the push service answered one attempt (`response_code` None: no answer came)."""
+
+    attempt: PushAttempt
+    response_code: int | None
+    error: str = ""
+    retry_after: float | None = None
+    # A refusal a repeat cannot change (a malformed or too large message, a target now forbidden).
+    permanent: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        return self.response_code is not None and 200 <= self.response_code < 300
 
 
-def claim_attempt(delivery_id) -> PushAttempt | None:
-    """Takes a due delivery for one attempt, or None when it is not due, done, or another sender holds it."""
+def claim_attempts(limit: int = SEND_BATCH) -> list[PushAttempt]:
+    """Takes up to `limit` due deliveries for one attempt each, in one transaction: what a burst of runs ending
+    at once makes due is claimed together, not in a transaction per push. A delivery another sender holds is
+    skipped; one out of attempts is marked failed instead."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        delivery = locks.lock_due_push_delivery(delivery_id, now=now)
-        if delivery is None:
-            return None
-        if exhausted(delivery, now):
-            delivery.status = PushStatus.FAILED
-            delivery.save(update_fields=["status", "updated_at"])
-            return None
-        delivery.attempts += 1
-        delivery.last_attempt_at = now
-        delivery.next_attempt_at = now + timedelta(seconds=attempt_deadline_seconds())
-        delivery.save(update_fields=["attempts", "last_attempt_at", "next_attempt_at", "updated_at"])
-        subscription = delivery.subscription
-        return PushAttempt(
+        deliveries = locks.lock_due_push_deliveries(limit, now=now)
+        spent = {delivery.id for delivery in deliveries if exhausted(delivery, now)}
+        if spent:
+            PushDelivery.objects.filter(id__in=spent).update(status=PushStatus.FAILED, updated_at=now)
+        taken = [delivery for delivery in deliveries if delivery.id not in spent]
+        PushDelivery.objects.filter(id__in=[delivery.id for delivery in taken]).update(
+            attempts=F("attempts") + 1,
+            last_attempt_at=now,
+            next_attempt_at=now + timedelta(seconds=attempt_deadline_seconds()),
+            updated_at=now,
+        )
+    return [
+        PushAttempt(
             delivery_id=delivery.id,
-            number=delivery.attempts,
+            number=delivery.attempts + 1,
             notification_id=delivery.notification_id,
             kind=delivery.kind,
-            endpoint=subscription.endpoint,
-            p256dh=subscription.p256dh,
-            auth=subscription.auth,
+            endpoint=delivery.subscription.endpoint,
+            p256dh=delivery.subscription.p256dh,
+            auth=delivery.subscription.auth,
             payload=delivery.payload,
         )
+        for delivery in taken
+    ]
 
 
 # The buttons of an approval's notification (its Notification `actions`), in the order shown.
@@ -210,21 +225,36 @@ def with_decision_actions(attempt: PushAttempt) -> PushAttempt:
     return replace(attempt, payload={**attempt.payload, "actions": actions})
 
 
-def record_outcome(
-    attempt: PushAttempt,
-    *,
-    response_code: int | None,
-    error: str = "",
-    retry_after: float | None = None,
-    permanent: bool = False,
-) -> str | None:
-    """Writes what the push service answered; returns the delivery's status (None when the attempt was overtaken,
-    or its subscription removed).
+def record_outcomes(outcomes: list[PushOutcome]) -> None:
+    """Writes what the push service answered a pass's attempts: the accepted ones together in one transaction, the
+    rest one by one (`record_outcome`)."""
+    accepted = {outcome.attempt.delivery_id: outcome for outcome in outcomes if outcome.accepted}
+    if accepted:
+        now = timezone.now()
+        with transaction.atomic(durable=True):
+            held = locks.lock_push_deliveries_of_attempts(
+                {delivery_id: outcome.attempt.number for delivery_id, outcome in accepted.items()}
+            )
+            by_code = defaultdict(list)
+            for delivery_id in held:
+                by_code[accepted[delivery_id].response_code].append(delivery_id)
+            for code, delivery_ids in by_code.items():
+                PushDelivery.objects.filter(id__in=delivery_ids).update(
+                    status=PushStatus.SENT, sent_at=now, last_response_code=code, last_error="", updated_at=now
+                )
+    for outcome in outcomes:
+        if not outcome.accepted:
+            _record_refusal(outcome)
 
-    2xx: sent. 404/410: the subscription is gone (RFC 8030 §7.3), so it is removed with its deliveries.
-    `permanent` (a refusal a repeat cannot change, such as a target now forbidden): failed. Anything else is tried
-    again after the capped backoff, or after the push service's `Retry-After` if that is longer (capped too).
+
+def _record_refusal(outcome: PushOutcome) -> None:
+    """Writes an attempt the push service did not accept, unless a later attempt or a removal overtook it.
+
+    404/410: the subscription is gone (RFC 8030 §7.3), so it is removed with its deliveries. `permanent`: failed.
+    Anything else is tried again after the capped backoff, or after the push service's `Retry-After` if that is
+    longer (capped too).
     """
+    attempt, response_code = outcome.attempt, outcome.response_code
     now = timezone.now()
     with transaction.atomic(durable=True):
         gone = response_code in (404, 410)
@@ -234,19 +264,15 @@ def record_outcome(
             locks.lock_subscription_of_push_delivery(attempt.delivery_id)
         delivery = locks.lock_push_delivery_of_attempt(attempt.delivery_id, attempt=attempt.number)
         if delivery is None:
-            return None
+            return
         if gone:
             delivery.subscription.delete()
-            return None
+            return
         delivery.last_response_code = response_code
-        delivery.last_error = error[:ERROR_MAX]
-        if response_code is not None and 200 <= response_code < 300:
-            delivery.status = PushStatus.SENT
-            delivery.sent_at = now
-        elif permanent or exhausted(delivery, now):
+        delivery.last_error = outcome.error[:ERROR_MAX]
+        if outcome.permanent or exhausted(delivery, now):
             delivery.status = PushStatus.FAILED
         else:
-            delay = max(backoff_seconds(delivery.attempts), retry_after or 0)
+            delay = max(backoff_seconds(delivery.attempts), outcome.retry_after or 0)
             delivery.next_attempt_at = now + timedelta(seconds=min(delay, settings.IMPO_WEBHOOK_BACKOFF_CAP_SECONDS))
         delivery.save()
-        return delivery.status

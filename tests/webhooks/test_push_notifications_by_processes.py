@@ -177,6 +177,34 @@ def test_a_subscription_the_push_service_says_is_gone_is_removed_and_never_pushe
     assert api.get("/api/v1/push-subscriptions").json()["subscriptions"] == []
 
 
+def test_the_answers_to_pushes_claimed_together_are_each_recorded_on_their_own_delivery(stack, api, push_service):
+    """A run ends for an owner with three browsers, before the sender starts: its first pass claims the three pushes
+    together, and records what each browser's push service answered on that push alone."""
+    stack.start_worker()
+    push_service.start()
+    kept, gone, busy = (push_service.subscribe() for _ in range(3))
+    subscriptions = {browser.token: subscribe(api, browser)["id"] for browser in (kept, gone, busy)}
+    push_service.answer_for(gone, 410)
+    push_service.answer_for(busy, 503)
+    run = finished_run(submitted(api, "three browsers"))
+
+    stack.start_webhooks()
+    retried = wait_until(
+        lambda: PushDelivery.objects.filter(subscription_id=subscriptions[busy.token], status=PushStatus.SENT).first(),
+        timeout=60,
+        what="the busy browser's push to be sent on its second attempt",
+    )
+
+    first = PushDelivery.objects.get(subscription_id=subscriptions[kept.token])
+    assert (first.status, first.attempts, first.last_response_code) == (PushStatus.SENT, 1, 201)
+    assert (retried.attempts, retried.last_response_code, retried.last_error) == (2, 201, "")
+    assert not PushSubscription.objects.filter(id=subscriptions[gone.token]).exists()
+    assert push_service.attempts == 4
+    assert [each.payload["runId"] for each in push_service.accepted_for(kept)] == [str(run.id)]
+    assert [each.payload["runId"] for each in push_service.accepted_for(busy)] == [str(run.id)]
+    assert push_service.accepted_for(gone) == []
+
+
 def test_a_kind_turned_off_is_not_pushed(stack, api, push_service):
     stack.start_worker()
     stack.start_webhooks()

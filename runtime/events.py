@@ -118,10 +118,10 @@ _WRITE_EVENTS_SQL = f"WITH {written_sql(_APPENDED)} SELECT conversation_id, seq,
 def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None:
     """[(conversation id, submission id, [(type, payload)])]: allocates the seqs and inserts the events in one
     statement, then pushes each conversation's events after commit, all in one channel-layer call."""
-    by_conversation = _by_conversation(pending)
+    grouped = by_conversation(pending)
     entries = [
         (conversation_id, submission_id, item)
-        for conversation_id, conversation_entries in by_conversation.items()
+        for conversation_id, conversation_entries in grouped.items()
         for submission_id, item in conversation_entries
     ]
     traces = {submission_id: trace_id(submission_id=submission_id) for _, submission_id, _ in entries}
@@ -137,26 +137,27 @@ def _write(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> None
             },
         )
         rows = cursor.fetchall()
-    announce_written(by_conversation, traces, rows)
+    announce_written(grouped, traces, rows)
 
 
-def _by_conversation(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> dict:
-    """{conversation id: [(submission id, (type, payload))] in the order appended}."""
-    by_conversation: dict = {}
+def by_conversation(pending: list[tuple[object, object, list[tuple[str, dict]]]]) -> dict:
+    """[(conversation id, submission id, [(type, payload)])] as `announce_written` takes them: {str(conversation id):
+    [(submission id, (type, payload))] in the order appended}."""
+    grouped: dict = {}
     for conversation_id, submission_id, items in pending:
-        by_conversation.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
-    return by_conversation
+        grouped.setdefault(str(conversation_id), []).extend((submission_id, item) for item in items)
+    return grouped
 
 
-def announce_written(by_conversation: dict, traces: dict, rows: list) -> None:
-    """After a statement wrote `by_conversation` ({str(conversation id): [(submission id, (type, payload))]}, in the
-    order written; `traces`: {submission id: trace id}), given what its `written` returned: pushes each
-    conversation's events after commit, and rings the webhooks for a type they deliver."""
+def announce_written(grouped: dict, traces: dict, rows: list) -> None:
+    """After a statement wrote `grouped` (as `by_conversation` groups them, in the order written; `traces`:
+    {submission id: trace id}), given what its `written` returned: pushes each conversation's events after commit,
+    and rings the webhooks for a type they deliver."""
     written: dict = {}
     for conversation_id, seq, event_id, created_at in rows:
         written.setdefault(str(conversation_id), []).append((seq, event_id, created_at))
     wire_events_of = {}
-    for conversation_id, conversation_entries in by_conversation.items():
+    for conversation_id, conversation_entries in grouped.items():
         # In seq order, which is the entries' order within their conversation.
         conversation_rows = sorted(written[conversation_id])
         events = [
@@ -178,7 +179,7 @@ def announce_written(by_conversation: dict, traces: dict, rows: list) -> None:
     outbound.publish_events_together(wire_events_of)
     if any(
         event_type in WEBHOOK_SOURCE_TYPES
-        for conversation_entries in by_conversation.values()
+        for conversation_entries in grouped.values()
         for _, (event_type, _) in conversation_entries
     ):
         outbound.ring_after_commit(outbound.WEBHOOKS_DOORBELL)

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core.error_codes import ErrorCode, RunError
 from runtime import locks
-from runtime.events import announce_written, batched, trace_id, written_sql
+from runtime.events import announce_written, batched, by_conversation, trace_id, written_sql
 from runtime.models import LEASED_RUN_STATES, UNFINISHED_RUN_STATES, EventType, Run, RunState
 from runtime.services import lifecycle, projection
 from runtime.services.lifecycle import FencedRun
@@ -171,7 +171,7 @@ def _claim_statement(run_id, worker_id: str) -> Lease | None:
     conversation_id, submission_id, attempt, generation, *written = row
     started = {"submissionId": str(submission_id), "attempt": attempt, "status": RunState.RUNNING}
     announce_written(
-        {str(conversation_id): [(submission_id, (EventType.RUN_STARTED, started))]},
+        by_conversation([(conversation_id, submission_id, [(EventType.RUN_STARTED, started)])]),
         {submission_id: trace},
         [(conversation_id, *written)],
     )

@@ -48,7 +48,14 @@ class Fault:
     after_events: int = 0
     # When set, the fault applies to every request of `op` until this (monotonic) time instead of `times`.
     until: float | None = None
+    # Applies to every request of `op` until a test ends it (`DELETE /_double/faults`), however long that takes.
+    until_ended: bool = False
     hits: int = 0
+
+    def lasts(self, now: float) -> bool:
+        if self.until_ended:
+            return True
+        return self.times > 0 if self.until is None else self.until > now
 
 
 class Faults:
@@ -77,7 +84,9 @@ class Faults:
             raise ApiError(400, "invalid_fault", f"mode must be one of {sorted(FAULT_MODES)}")
         if mode == "cut_stream" and op not in STREAMING_OPERATIONS:
             raise ApiError(400, "invalid_fault", f"cut_stream applies to {sorted(STREAMING_OPERATIONS)} only")
-        seconds = body.get("seconds")
+        seconds, until_ended = body.get("seconds"), body.get("until_ended", False)
+        if not isinstance(until_ended, bool) or (until_ended and seconds is not None):
+            raise ApiError(400, "invalid_fault", "until_ended is true or false, and a fault until ended has no seconds")
         fault = Fault(
             id=new_id("fault"),
             op=op,
@@ -87,6 +96,7 @@ class Faults:
             delay_ms=int(body.get("delay_ms", 0)),
             after_events=int(body.get("after_events", 0)),
             until=time.monotonic() + float(seconds) if seconds is not None else None,
+            until_ended=until_ended,
         )
         with self._lock:
             self._armed.append(fault)
@@ -96,10 +106,10 @@ class Faults:
         """The fault this request of `op` meets, if any, counted as spent."""
         with self._lock:
             now = time.monotonic()
-            self._armed = [f for f in self._armed if (f.until is None and f.times > 0) or (f.until or 0) > now]
+            self._armed = [fault for fault in self._armed if fault.lasts(now)]
             for fault in self._armed:
                 if fault.op in (op, "*"):
-                    if fault.until is None:
+                    if fault.until is None and not fault.until_ended:
                         fault.times -= 1
                     fault.hits += 1
                     return fault

@@ -168,7 +168,7 @@ def test_ready_says_the_provider_is_not_ok_while_its_calls_fail_and_ok_again_aft
     settings.TEMPORAL_ADDRESS = UNREACHABLE_TEMPORAL
     stack.start_worker()
     stack.start_sweeper()
-    rebyte_double.fault("*", "http_error", status=503, seconds=600)  # ended below, once /ready has seen it
+    rebyte_double.fault("*", "http_error", status=503, until_ended=True)  # ended below, once /ready has seen it
     submission_id = post_message(api, "during the outage")["submissionId"]
 
     seen = wait_until(

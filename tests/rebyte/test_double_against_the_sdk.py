@@ -250,10 +250,13 @@ def test_faults_are_injected_per_operation(sdk, double):
 
 def test_an_outage_lasts_until_a_test_ends_it(sdk, double):
     session = new_session(sdk)
-    double.fault("*", "http_error", status=503, seconds=600)
-    for _ in range(2):  # a timed fault is not spent by the requests it refuses
+    double.fault("*", "http_error", status=503, until_ended=True)
+    for _ in range(2):  # a fault until ended is not spent by the requests it refuses
         with pytest.raises(openai.InternalServerError):
             sdk.beta.agents.sessions.retrieve(session.id)
+
+    with pytest.raises(httpx.HTTPStatusError):  # until ended, or for so long: not both
+        double.fault("*", "http_error", until_ended=True, seconds=5)
 
     double.end_faults()
     assert double.state()["faults"] == []

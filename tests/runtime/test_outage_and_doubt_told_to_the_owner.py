@@ -22,7 +22,7 @@ def payloads(submission_id, kind) -> list[dict]:
 
 def test_a_provider_outage_is_said_as_reconnecting_until_the_provider_answers(workers, api, rebyte_double):
     completed(post_message(api, "warm up", client_message_id="m-1")["submissionId"])
-    rebyte_double.fault("*", "http_error", status=503, seconds=600)  # ended below, once the history has said it
+    rebyte_double.fault("*", "http_error", status=503, until_ended=True)  # ended below, once the history has said it
 
     submission_id = post_message(api, "during the outage", client_message_id="m-2")["submissionId"]
 

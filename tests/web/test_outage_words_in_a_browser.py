@@ -19,7 +19,7 @@ def test_a_reply_during_a_provider_outage_says_it_reconnects_keeps_stop_and_comp
     page = sized_page
     log_in(page, user)
     send_and_wait(page, "warm up")
-    rebyte_double.fault("*", "http_error", status=503, seconds=600)  # ended below, once the page has said it
+    rebyte_double.fault("*", "http_error", status=503, until_ended=True)  # ended below, once the page has said it
 
     send(page, "during the outage")
     reply = last_assistant(page)
@@ -76,7 +76,7 @@ def test_a_doubt_impo_settles_on_its_own_says_it_reconnects_and_keeps_stop(
     log_in(page, user)
     send_and_wait(page, "first question")
     rebyte_double.fault("create_session", "drop_response")  # the session is created; its answer is lost
-    rebyte_double.fault("list_sessions", "http_error", status=503, seconds=600)  # and nothing can tell, until ended
+    rebyte_double.fault("list_sessions", "http_error", status=503, until_ended=True)  # nor can anything tell
 
     send(page, "the doubtful one")
     reply = last_assistant(page)

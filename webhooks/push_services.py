@@ -226,8 +226,8 @@ def with_decision_actions(attempt: PushAttempt) -> PushAttempt:
 
 
 def record_outcomes(outcomes: list[PushOutcome]) -> None:
-    """Writes what the push service answered a pass's attempts: the accepted ones together in one transaction, the
-    rest one by one (`record_outcome`)."""
+    """Writes what the push service answered a pass's attempts, once each was answered or timed out (within its
+    claim's deadline): the accepted ones together in one transaction, each other one in its own."""
     accepted = {outcome.attempt.delivery_id: outcome for outcome in outcomes if outcome.accepted}
     if accepted:
         now = timezone.now()

@@ -137,11 +137,15 @@ def lock_push_delivery_of_attempt(delivery_id, *, attempt: int) -> PushDelivery 
 
 def lock_push_deliveries_of_attempts(numbers: dict) -> set:
     """Of the push deliveries {id: attempt number} whose attempts were accepted, the ids still pending under that
-    attempt (a later attempt or a removal overtakes one), locked in id order."""
+    attempt (a later attempt or a removal overtakes one).
+
+    Skip locked: no sender holds a claimed delivery, so one held now is being deleted (with its subscription, its
+    notification or its conversation), and a deleter takes a batch's rows in an order of its own: waiting for it
+    could deadlock. A row skipped and not deleted after all stays claimed, and is sent again after its claim's
+    deadline, as after a crash, its `Topic` replacing the copy."""
     held = (
-        PushDelivery.objects.select_for_update(of=("self",))
+        PushDelivery.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(id__in=list(numbers), status=PushStatus.PENDING)
-        .order_by("id")
         .values_list("id", "attempts")
     )
     return {delivery_id for delivery_id, attempts in held if numbers[delivery_id] == attempts}

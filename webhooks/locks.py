@@ -126,9 +126,11 @@ def lock_due_push_deliveries(limit: int, *, now) -> list[PushDelivery]:
 
 
 def lock_push_delivery_of_attempt(delivery_id, *, attempt: int) -> PushDelivery | None:
-    """The push delivery whose outcome this attempt records, unless a later attempt or a removal overtook it."""
+    """The push delivery whose outcome this attempt records, unless a later attempt or a removal overtook it, with its
+    subscription, not locked here: an outcome that deletes it locked it first (`lock_subscription_of_push_delivery`),
+    and a lock taken on it after the delivery's would wait on a removal that holds it and waits for the delivery."""
     return (
-        PushDelivery.objects.select_for_update()
+        PushDelivery.objects.select_for_update(of=("self",))
         .select_related("subscription")
         .filter(id=delivery_id, status=PushStatus.PENDING, attempts=attempt)
         .first()

@@ -166,9 +166,9 @@ class PushService:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                own = service.script_for.get(self.path.rsplit("/", 1)[-1])
                 with service._lock:
                     service.attempts += 1
+                    own = service.script_for.get(self.path.rsplit("/", 1)[-1])
                     response = own.pop(0) if own else service.script.pop(0) if service.script else 201
                 if response == HANG:
                     service._release.wait(300)

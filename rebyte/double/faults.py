@@ -52,10 +52,15 @@ class Fault:
     until_ended: bool = False
     hits: int = 0
 
+    @property
+    def counted(self) -> bool:
+        """Spent request by request (`times`), not lasting for a while or until ended."""
+        return self.until is None and not self.until_ended
+
     def lasts(self, now: float) -> bool:
-        if self.until_ended:
-            return True
-        return self.times > 0 if self.until is None else self.until > now
+        if self.counted:
+            return self.times > 0
+        return self.until_ended or self.until > now
 
 
 class Faults:
@@ -109,7 +114,7 @@ class Faults:
             self._armed = [fault for fault in self._armed if fault.lasts(now)]
             for fault in self._armed:
                 if fault.op in (op, "*"):
-                    if fault.until is None and not fault.until_ended:
+                    if fault.counted:
                         fault.times -= 1
                     fault.hits += 1
                     return fault
